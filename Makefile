@@ -1,0 +1,22 @@
+PYTHON ?= python3
+CONFIG ?= dizoo/classic_control/cartpole/config/cartpole_dqn_config.py
+
+.PHONY: install demo test test-fast bench
+
+install:
+	$(PYTHON) -m pip install -q torch==2.13.0
+	$(PYTHON) -m pip install -q -e '.[test]'
+
+demo: install
+	ding -m serial -c $(CONFIG) -s 0
+
+test: install
+	$(PYTHON) -m pytest -q -ra
+
+test-fast: install
+	$(PYTHON) -m pytest -q -ra -m "not slow"
+
+bench: install
+	$(PYTHON) benchmarks/learner_overhead.py
+	$(PYTHON) benchmarks/serial_cartpole.py
+	$(PYTHON) benchmarks/collect_throughput.py

@@ -1,0 +1,231 @@
+"""The ``Policy`` base: one object, several modes (learn / collect / eval / command).
+
+A concrete algorithm overrides the ``_init_<mode>`` and ``_forward_<mode>`` methods; the
+``learn_mode``, ``collect_mode``, ``eval_mode`` and ``command_mode`` properties hand out small
+objects that expose only what that side of the pipeline may call.
+"""
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+from easydict import EasyDict
+
+from ding.utils.registry import MODEL_REGISTRY, import_module
+
+_MODES = ('learn', 'collect', 'eval', 'command')
+
+
+class _PolicyMode:
+    """A read-only view of a policy exposing the callables of one mode."""
+
+    def __init__(self, policy: 'Policy', members: Dict[str, Callable]) -> None:
+        self._policy = policy
+        self._names = tuple(members)
+        self.__dict__.update(members)
+
+    def __repr__(self) -> str:
+        return f"<{type(self._policy).__name__} mode: {', '.join(self._names)}>"
+
+
+class Policy(ABC):
+    """Base class of every algorithm. ``config`` holds the algorithm's defaults."""
+
+    config = dict(
+        type='base',
+        cuda=False,
+        on_policy=False,
+        priority=False,
+        priority_IS_weight=False,
+        model=dict(),
+        learn=dict(),
+        collect=dict(),
+        eval=dict(),
+        other=dict(),
+    )
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = EasyDict(copy.deepcopy(cls.config))
+        cfg.cfg_type = cls.__name__ + 'Dict'
+        return cfg
+
+    def __init__(self, cfg: Dict, model: Optional[torch.nn.Module] = None,
+                 enable_field: Optional[List[str]] = None) -> None:
+        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._on_policy = self._cfg.get('on_policy', False)
+        self._enable_field = list(_MODES) if enable_field is None else list(enable_field)
+        unknown = [f for f in self._enable_field if f not in _MODES]
+        if unknown:
+            raise ValueError(f"policy enable_field: unknown mode(s) {unknown}; valid modes are {list(_MODES)}")
+        self._cuda = bool(self._cfg.get('cuda', False)) and torch.cuda.is_available()
+        self._device = torch.device('cuda' if self._cuda else 'cpu')
+        if set(self._enable_field) - {'command'}:
+            self._model = self._create_model(self._cfg, model)
+            if self._cuda:
+                self._model.to(self._device)
+        else:
+            self._model = None
+        self._modes: Dict[str, _PolicyMode] = {}
+        for field in self._enable_field:
+            getattr(self, f'_init_{field}')()
+
+    # ---- model ---------------------------------------------------------------------------------
+    def _create_model(self, cfg: EasyDict, model: Optional[torch.nn.Module]) -> torch.nn.Module:
+        if model is not None:
+            return model
+        model_cfg = copy.deepcopy(dict(cfg.get('model', {})))
+        model_type = model_cfg.pop('type', None)
+        import_names = model_cfg.pop('import_names', [])
+        if model_type is None:
+            model_type, import_names = self.default_model()
+        import_module(import_names)
+        return MODEL_REGISTRY.build(model_type, **model_cfg)
+
+    def default_model(self) -> Tuple[str, List[str]]:
+        """(model registry name, modules to import) used when ``cfg.model.type`` is absent."""
+        raise NotImplementedError(f"{type(self).__name__} needs cfg.model.type or a default_model()")
+
+    # ---- mode initialisers (override the ones the algorithm supports) --------------------------
+    @abstractmethod
+    def _init_learn(self) -> None:
+        ...
+
+    @abstractmethod
+    def _init_collect(self) -> None:
+        ...
+
+    @abstractmethod
+    def _init_eval(self) -> None:
+        ...
+
+    def _init_command(self) -> None:
+        pass
+
+    # ---- forwards -------------------------------------------------------------------------------
+    @abstractmethod
+    def _forward_learn(self, data: Any) -> Dict[str, Any]:
+        """One training iteration on ``data`` (a list of samples or an already collated batch).
+
+        Returns scalars to log; a ``priority`` entry (one value per sample) feeds prioritized replay.
+        """
+
+    @abstractmethod
+    def _forward_collect(self, data: Dict[int, Any], **kwargs: Any) -> Dict[int, Dict[str, Any]]:
+        """Map ``{env_id: obs}`` to ``{env_id: {'action': ..., ...}}``."""
+
+    @abstractmethod
+    def _forward_eval(self, data: Dict[int, Any]) -> Dict[int, Dict[str, Any]]:
+        ...
+
+    @abstractmethod
+    def _process_transition(self, obs: Any, policy_output: Dict[str, Any], timestep: Any) -> Dict[str, Any]:
+        """Build one transition dict from an observation, the policy output and the env timestep."""
+
+    @abstractmethod
+    def _get_train_sample(self, transitions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Turn a trajectory (list of transitions) into training samples (n-step, GAE, ...)."""
+
+    # ---- defaults shared by most algorithms -----------------------------------------------------
+    def _reset_learn(self, data_id: Optional[List[int]] = None) -> None:
+        pass
+
+    def _reset_collect(self, data_id: Optional[List[int]] = None) -> None:
+        pass
+
+    def _reset_eval(self, data_id: Optional[List[int]] = None) -> None:
+        pass
+
+    def _monitor_vars_learn(self) -> List[str]:
+        return ['cur_lr', 'total_loss']
+
+    def _state_dict_learn(self) -> Dict[str, Any]:
+        state = {'model': self._model.state_dict()}
+        if getattr(self, '_optimizer', None) is not None:
+            state['optimizer'] = self._optimizer.state_dict()
+        return state
+
+    def _load_state_dict_learn(self, state_dict: Dict[str, Any]) -> None:
+        self._model.load_state_dict(state_dict['model'])
+        if 'optimizer' in state_dict and getattr(self, '_optimizer', None) is not None:
+            self._optimizer.load_state_dict(state_dict['optimizer'])
+
+    def _state_dict_collect(self) -> Dict[str, Any]:
+        return {'model': self._model.state_dict()}
+
+    def _load_state_dict_collect(self, state_dict: Dict[str, Any]) -> None:
+        self._model.load_state_dict(state_dict['model'], strict=True)
+
+    _state_dict_eval = _state_dict_collect
+    _load_state_dict_eval = _load_state_dict_collect
+
+    def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+    def _get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+    def _get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+    def _get_attribute(self, name: str) -> Any:
+        if hasattr(self, '_' + name):
+            return getattr(self, '_' + name)
+        raise AttributeError(f"{type(self).__name__} has no attribute '{name}'")
+
+    def _set_attribute(self, name: str, value: Any) -> None:
+        setattr(self, '_' + name, value)
+
+    def _info(self) -> str:
+        return f"{type(self).__name__}(model={type(self._model).__name__ if self._model is not None else None})"
+
+    # ---- mode views -----------------------------------------------------------------------------
+    def _mode(self, field: str, members: Dict[str, Callable]) -> _PolicyMode:
+        if field not in self._enable_field:
+            raise AttributeError(f"{type(self).__name__}: mode '{field}' is not enabled (enable_field={self._enable_field})")
+        view = self._modes.get(field)
+        if view is None:
+            view = self._modes[field] = _PolicyMode(self, members)
+        return view
+
+    @property
+    def learn_mode(self) -> _PolicyMode:
+        return self._mode('learn', dict(
+            forward=self._forward_learn, reset=self._reset_learn, info=self._info,
+            monitor_vars=self._monitor_vars_learn, get_attribute=self._get_attribute,
+            set_attribute=self._set_attribute, state_dict=self._state_dict_learn,
+            load_state_dict=self._load_state_dict_learn,
+        ))
+
+    @property
+    def collect_mode(self) -> _PolicyMode:
+        return self._mode('collect', dict(
+            forward=self._forward_collect, process_transition=self._process_transition,
+            get_train_sample=self._get_train_sample, reset=self._reset_collect, info=self._info,
+            get_attribute=self._get_attribute, set_attribute=self._set_attribute,
+            state_dict=self._state_dict_collect, load_state_dict=self._load_state_dict_collect,
+        ))
+
+    @property
+    def eval_mode(self) -> _PolicyMode:
+        return self._mode('eval', dict(
+            forward=self._forward_eval, reset=self._reset_eval, info=self._info,
+            get_attribute=self._get_attribute, set_attribute=self._set_attribute,
+            state_dict=self._state_dict_eval, load_state_dict=self._load_state_dict_eval,
+        ))
+
+    @property
+    def command_mode(self) -> _PolicyMode:
+        return self._mode('command', dict(
+            get_setting_learn=self._get_setting_learn, get_setting_collect=self._get_setting_collect,
+            get_setting_eval=self._get_setting_eval,
+        ))
+
+    def __repr__(self) -> str:
+        return self._info()
+
+
+class CommandModePolicy(Policy):
+    """A policy that also has a command mode (the ``*_command`` registry entries)."""

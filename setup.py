@@ -1,0 +1,28 @@
+from setuptools import find_packages, setup
+
+setup(
+    name='ding',
+    version='0.1.0',
+    description='A lean reinforcement-learning framework with a DI-engine style learner, serial and parallel pipelines',
+    long_description=open('README.md', encoding='utf-8').read(),
+    long_description_content_type='text/markdown',
+    packages=find_packages(include=['ding', 'ding.*', 'dizoo', 'dizoo.*']),
+    python_requires='>=3.11',
+    install_requires=[
+        'torch>=2.1',
+        'numpy>=1.24',
+        'gymnasium>=1.0',
+        'flask>=3.0',
+        'requests>=2.31',
+        'easydict>=1.10',
+        'tensorboardX>=2.6',
+        'pyyaml>=6.0',
+        'safetensors>=0.4',
+        'tqdm>=4.66',
+        'prometheus-client>=0.20',
+    ],
+    extras_require={
+        'test': ['pytest>=8.0', 'pytest-timeout>=2.3'],
+    },
+    entry_points={'console_scripts': ['ding=ding.entry.cli:main']},
+)
