@@ -1,0 +1,12 @@
+"""Config files and their compilation: ``read_config``, ``compile_config``, validation, saving."""
+from .errors import ConfigError
+from .merge import deep_merge_dicts, deep_update
+from .loader import read_config
+from .writer import save_config, save_config_py
+from .validate import validate_config
+from .config import compile_config
+
+__all__ = [
+    'ConfigError', 'deep_merge_dicts', 'deep_update', 'read_config', 'save_config', 'save_config_py',
+    'validate_config', 'compile_config'
+]

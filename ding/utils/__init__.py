@@ -7,3 +7,9 @@ from .registry import (
 from .log_helper import build_logger, close_logger, pretty_table
 from .time_helper import EasyTimer
 from .default_helper import CountVar, LogDict, set_pkg_seed
+from .checkpoint import (
+    CheckpointError, save_checkpoint, load_checkpoint, read_manifest, verify_checkpoint, list_checkpoints,
+    latest_valid_checkpoint, prune_checkpoints, get_rng_state, set_rng_state, config_hash, save_file, read_file
+)
+from .data_loader import AsyncDataLoader, DataLoaderError
+from .collate import default_collate, to_device

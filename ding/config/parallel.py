@@ -1,0 +1,313 @@
+"""Compiling a parallel-mode config: the main config plus the ``system`` section naming every process.
+
+``compile_config_parallel(main, create, system, seed)`` merges the defaults of every component named in
+``create_config`` (env, env manager, policy, parallel collector, learner, commander, replay buffer)
+under the user's main config, validates it, and fills the system section with
+``parallel_transform``: one entry per learner (``learner0``, ...) and collector (``collector0``, ...)
+with its host and port, the shared ``path_data`` / ``path_policy`` directories, and the coordinator.
+
+Ports: ``'auto'`` ports are chosen by binding port 0 on the host and releasing it. Another process
+could take such a port before the worker binds it (a small race); the parallel pipeline handles it:
+a worker whose port is taken exits with a distinct code and is restarted on a fresh port, and every
+worker reports the port it really listens on through its ready file.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import socket
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from easydict import EasyDict
+
+from .errors import ConfigError
+from .merge import deep_merge_dicts
+
+LOCAL_HOST = '127.0.0.1'
+PLATFORMS = ('local', )
+
+# Parallel-only keys (DI-engine names) with their defaults; they join the component defaults so the
+# strict sections accept them.
+PARALLEL_LEARNER_DEFAULTS = dict(learner_num=1, send_policy_freq=1)
+PARALLEL_COLLECTOR_DEFAULTS = dict(collector_num=1, update_policy_second=3)
+DEFAULT_SYSTEM = dict(
+    coordinator=dict(),
+    path_data=None,
+    path_policy=None,
+    communication_mode='auto',
+    learner_gpu_num=0,
+)
+
+
+# ---- free ports ---------------------------------------------------------------------------------
+def find_free_port(host: str = LOCAL_HOST, taken: Optional[set] = None) -> int:
+    """A port that was free on ``host`` a moment ago (bind to port 0, read it, release it)."""
+    taken = taken if taken is not None else set()
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+    raise ConfigError(f'could not find a free port on {host}')
+
+
+def _can_bind(host: str) -> bool:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+        return True
+    except OSError:
+        return False
+
+
+# ---- system section -----------------------------------------------------------------------------
+def _host_for(hosts: Union[None, str, Sequence[str]], index: int, default: str) -> str:
+    if hosts is None:
+        return default
+    if isinstance(hosts, str):
+        return hosts
+    hosts = list(hosts)
+    if not hosts:
+        return default
+    return hosts[index % len(hosts)]
+
+
+def _resolve_port(entry: Dict[str, Any], where: str, taken: set) -> None:
+    port = entry.get('port', 'auto')
+    if port in (None, 'auto'):
+        host = entry['host']
+        bind_host = '0.0.0.0' if host in ('0.0.0.0', '') else host
+        if not _can_bind(bind_host):
+            raise ConfigError(f"system config: {where}.port is 'auto' but host '{host}' is not this machine; "
+                              f"give {where}.port explicitly")
+        entry['port'] = find_free_port(bind_host, taken)
+    elif isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535:
+        raise ConfigError(f"system config: {where}.port must be 'auto' or an int in [1, 65535], got {port!r}")
+    else:
+        taken.add(port)
+
+
+def parallel_transform(
+        cfg: Mapping[str, Any],
+        coordinator_host: Optional[str] = None,
+        learner_host: Union[None, str, Sequence[str]] = None,
+        collector_host: Union[None, str, Sequence[str]] = None,
+) -> EasyDict:
+    """Fill ``cfg.system`` (``cfg`` holds ``main`` and ``system``) with every process's address.
+
+    Result: ``system.coordinator.{host, port, learner, collector}`` (the last two map each worker name to
+    ``[name, host, port]``, DI-engine's layout), ``system.learner.learnerI`` and
+    ``system.collector.collectorI`` with ``type``, ``import_names``, ``host``, ``port``, ``path_data``,
+    ``path_policy`` (entries the user already wrote there are kept and completed), and absolute
+    ``path_data`` / ``path_policy`` (default ``./{exp_name}/data`` and ``./{exp_name}/policy``; the text
+    ``{exp_name}`` in a given path is replaced by the experiment name).
+    """
+    cfg = EasyDict(copy.deepcopy(dict(cfg)))
+    main, system = cfg.main, EasyDict(deep_merge_dicts(DEFAULT_SYSTEM, cfg.get('system') or {}))
+    exp_name = main.get('exp_name', 'default_experiment')
+    learner_num = int(main.policy.learn.learner.get('learner_num', 1))
+    collector_num = int(main.policy.collect.collector.get('collector_num', 1))
+    if learner_num < 1 or collector_num < 1:
+        raise ConfigError(f'parallel config: need learner_num >= 1 and collector_num >= 1, got '
+                          f'learner_num={learner_num}, collector_num={collector_num}')
+    if system.communication_mode != 'auto':
+        raise ConfigError(f"system config: communication_mode must be 'auto', got {system.communication_mode!r}")
+    # '{exp_name}' in a path follows the experiment name (e.g. when the CLI adds a seed suffix).
+    system.path_data = os.path.abspath((system.path_data or './{exp_name}/data').replace('{exp_name}', exp_name))
+    system.path_policy = os.path.abspath(
+        (system.path_policy or './{exp_name}/policy').replace('{exp_name}', exp_name))
+
+    taken: set = set()
+    coordinator = system.coordinator
+    coordinator.host = coordinator_host or coordinator.get('host') or LOCAL_HOST
+    _resolve_port(coordinator, 'coordinator', taken)
+
+    def workers(kind: str, num: int, comm_key: str, hosts: Any) -> Dict[str, Any]:
+        comm = system.get(comm_key) or {}
+        if not comm.get('type'):
+            raise ConfigError(f"parallel config: create_config.{comm_key}.type is missing (e.g. 'flask_fs')")
+        given = system.get(kind) or {}
+        out = {}
+        for i in range(num):
+            name = f'{kind}{i}'
+            entry = dict(given.get(name) or {})
+            entry.setdefault('type', comm['type'])
+            entry.setdefault('import_names', list(comm.get('import_names', [])))
+            entry['host'] = entry.get('host') if entry.get('host') not in (None, 'auto') else \
+                _host_for(hosts, i, LOCAL_HOST)
+            _resolve_port(entry, f'{kind}.{name}', taken)
+            entry.setdefault('path_data', system.path_data)
+            entry.setdefault('path_policy', system.path_policy)
+            out[name] = entry
+        return out
+
+    system.learner = workers('learner', learner_num, 'comm_learner', learner_host)
+    system.collector = workers('collector', collector_num, 'comm_collector', collector_host)
+    coordinator.learner = {k: [k, v['host'], v['port']] for k, v in system.learner.items()}
+    coordinator.collector = {k: [k, v['host'], v['port']] for k, v in system.collector.items()}
+    cfg.system = EasyDict(system)
+    return cfg
+
+
+# ---- main section -------------------------------------------------------------------------------
+def _type_section(create_cfg: Mapping[str, Any], key: str, required: bool = True) -> Optional[EasyDict]:
+    section = create_cfg.get(key)
+    if section is None:
+        if required:
+            raise ConfigError(f"parallel config: create_config.{key} is missing (it names the {key} type)")
+        return None
+    if not isinstance(section, Mapping) or not section.get('type'):
+        raise ConfigError(f"parallel config: create_config.{key} needs a 'type', got {section!r}")
+    return EasyDict(copy.deepcopy(dict(section)))
+
+
+def _defaults_of(cls: Any) -> EasyDict:
+    if hasattr(cls, 'default_config'):
+        return EasyDict(cls.default_config())
+    return EasyDict(copy.deepcopy(getattr(cls, 'config', {}) or {}))
+
+
+def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
+    """The tree of component defaults that the user's main config is merged over."""
+    from ding.utils.registry import (BUFFER_REGISTRY, ENV_MANAGER_REGISTRY, ENV_REGISTRY, LEARNER_REGISTRY,
+                                     PARALLEL_COLLECTOR_REGISTRY, POLICY_REGISTRY, import_module)
+    from ding.worker.coordinator.base_parallel_commander import get_parallel_commander_cls
+
+    def cls_of(registry: Any, section: Mapping[str, Any], builtin: Sequence[str] = ()) -> Any:
+        import_module(section.get('import_names', []) or [])
+        if section['type'] not in registry:
+            import_module(builtin)
+        try:
+            return registry.get_cls(section['type'])
+        except KeyError as exc:
+            raise ConfigError(f'parallel config: {exc.args[0]}') from None
+
+    env_c = _type_section(create_cfg, 'env')
+    manager_c = _type_section(create_cfg, 'env_manager')
+    policy_c = _type_section(create_cfg, 'policy')
+    learner_c = _type_section(create_cfg, 'learner', required=False) or EasyDict(type='base')
+    collector_c = _type_section(create_cfg, 'collector')
+    commander_c = _type_section(create_cfg, 'commander', required=False) or EasyDict(type='solo')
+    buffer_c = _type_section(create_cfg, 'replay_buffer', required=False) or EasyDict(type='advanced')
+
+    env_cfg = _defaults_of(cls_of(ENV_REGISTRY, env_c))
+    env_cfg.update(env_c)
+    env_cfg.manager = deep_merge_dicts(_defaults_of(cls_of(ENV_MANAGER_REGISTRY, manager_c, ['ding.envs'])), manager_c)
+    policy_cfg = _defaults_of(cls_of(POLICY_REGISTRY, policy_c, ['ding.policy']))
+    policy_cfg.type = policy_c.type
+    if policy_c.get('import_names'):
+        policy_cfg.import_names = policy_c.import_names
+    for section in ('learn', 'collect', 'eval', 'other'):
+        policy_cfg.setdefault(section, EasyDict())
+    learner_cfg = deep_merge_dicts(PARALLEL_LEARNER_DEFAULTS,
+                                   _defaults_of(cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner'])))
+    policy_cfg.learn.learner = deep_merge_dicts(learner_cfg, learner_c)
+    collector_cls = cls_of(PARALLEL_COLLECTOR_REGISTRY, collector_c, ['ding.worker.collector'])
+    collector_cfg = deep_merge_dicts(PARALLEL_COLLECTOR_DEFAULTS, _defaults_of(collector_cls))
+    policy_cfg.collect.collector = deep_merge_dicts(collector_cfg, collector_c)
+    try:
+        commander_cls = get_parallel_commander_cls(commander_c)
+    except KeyError as exc:
+        raise ConfigError(f'parallel config: {exc.args[0]}') from None
+    policy_cfg.other.commander = deep_merge_dicts(_defaults_of(commander_cls), commander_c)
+    buffer_cfg = _defaults_of(cls_of(BUFFER_REGISTRY, buffer_c, ['ding.worker.replay_buffer']))
+    policy_cfg.other.replay_buffer = deep_merge_dicts(buffer_cfg, buffer_c)
+    return EasyDict({'env': env_cfg, 'policy': policy_cfg})
+
+
+def compile_config_parallel(
+        cfg: Mapping[str, Any],
+        create_cfg: Mapping[str, Any],
+        system_cfg: Optional[Mapping[str, Any]],
+        seed: int = 0,
+        save_cfg: bool = True,
+        save_path: str = 'total_config.py',
+        platform: str = 'local',
+        coordinator_host: Optional[str] = None,
+        learner_host: Union[None, str, List[str]] = None,
+        collector_host: Union[None, str, List[str]] = None,
+) -> EasyDict:
+    """Return ``EasyDict(main=<compiled main config>, system=<filled system config>)``.
+
+    The main config is validated against the component defaults (unknown keys in strict sections,
+    types, bounds: ``ConfigError`` listing every problem). With ``save_cfg`` the result is written to
+    ``./{exp_name}/{save_path}`` as a Python file defining ``main_config``, ``create_config`` and
+    ``system_config``.
+    """
+    if platform not in PLATFORMS:
+        raise ConfigError(f"compile_config_parallel: platform {platform!r} is not supported (supported: {PLATFORMS})")
+    cfg = EasyDict(copy.deepcopy(dict(cfg)))
+    create_cfg = EasyDict(copy.deepcopy(dict(create_cfg)))
+    system_cfg = EasyDict(copy.deepcopy(dict(system_cfg or {})))
+    defaults = _component_defaults(create_cfg)
+    try:
+        from .validate import validate_config
+    except ImportError:  # validation is an addition; compiling works without it
+        validate_config = None
+    if validate_config is not None:
+        try:
+            validate_config(cfg, defaults)
+        except ConfigError as exc:
+            raise ConfigError(f'parallel config: {exc}') from None
+    user_commander = ((cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
+    main = deep_merge_dicts(defaults, cfg)
+    main.seed = seed
+    main.setdefault('exp_name', 'default_experiment')
+    commander = main.policy.other.commander
+    if 'collector_task_space' not in user_commander:
+        # One collector task per collector unless the user says otherwise.
+        commander.collector_task_space = int(main.policy.collect.collector.collector_num)
+    commander.path_policy = system_cfg.get('path_policy')  # DI-engine keeps it here too (leagues use it)
+    if 'stop_value' in main.env and 'n_evaluator_episode' in main.env:
+        main.policy.eval.setdefault('evaluator', EasyDict())
+        main.policy.eval.evaluator.stop_value = main.env.stop_value
+        main.policy.eval.evaluator.n_episode = main.env.n_evaluator_episode
+
+    for key in ('comm_learner', 'comm_collector'):
+        section = _type_section(create_cfg, key)
+        system_cfg[key] = section
+    out = parallel_transform(EasyDict(main=main, system=system_cfg), coordinator_host, learner_host, collector_host)
+    from ding.worker.coordinator.coordinator import Coordinator
+    out.system.coordinator = deep_merge_dicts(Coordinator.default_config(), out.system.coordinator)
+    out.seed = seed
+    if save_cfg:
+        save_parallel_config(out, create_cfg, os.path.join('.', main.exp_name, save_path))
+    return out
+
+
+# ---- writing --------------------------------------------------------------------------------------
+def _py(value: Any, indent: int = 0) -> str:
+    """Python source for plain config data (dicts one key per line; inf / nan spelled out)."""
+    pad = ' ' * (indent + 4)
+    if isinstance(value, Mapping):
+        if not value:
+            return 'dict()'
+        items = ''.join(f'{pad}{k!r}: {_py(v, indent + 4)},\n' for k, v in value.items())
+        return '{\n' + items + ' ' * indent + '}'
+    if isinstance(value, (list, tuple)):
+        inner = ', '.join(_py(v, indent + 4) for v in value)
+        return f'[{inner}]'
+    if isinstance(value, float) and not math.isfinite(value):
+        return "float('nan')" if math.isnan(value) else ("float('inf')" if value > 0 else "-float('inf')")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if hasattr(value, 'tolist'):
+        return _py(value.tolist(), indent)
+    return repr(repr(value))
+
+
+def save_parallel_config(cfg: Mapping[str, Any], create_cfg: Mapping[str, Any], path: str) -> str:
+    """Write ``main_config``, ``create_config`` and ``system_config`` to ``path`` (atomically); return it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    text = ('"""Compiled parallel config written by ding.config.compile_config_parallel."""\n\n'
+            f"main_config = {_py(cfg['main'])}\n\n"
+            f'create_config = {_py(create_cfg)}\n\n'
+            f"system_config = {_py(cfg['system'])}\n")
+    tmp = f'{path}.{os.getpid()}.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path

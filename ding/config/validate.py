@@ -1,0 +1,228 @@
+"""Checking a user config against the defaults of the components it configures, before any work starts.
+
+Three kinds of problems are reported, all at once, in one ``ConfigError``:
+unknown keys in strict sections (with the closest valid keys), values of the wrong type, and values
+outside the bounds in ``ding.config.bounds`` (plus the cross-field rules there).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from functools import lru_cache
+from typing import Any, List, Mapping, Optional, Tuple
+
+from .bounds import (ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS,
+                     TYPED_SECTIONS)
+from .errors import ConfigError
+from .merge import deep_merge_dicts, get_path
+
+
+def validate_config(cfg: Mapping, defaults: Optional[Mapping] = None, allow_unknown_keys: bool = False) -> None:
+    """Raise ``ConfigError`` listing every problem found in ``cfg``; return None if it is fine.
+
+    ``defaults`` is the config tree of component defaults (what ``compile_config`` merges ``cfg`` over).
+    Unknown keys are accepted when ``allow_unknown_keys`` is True, when ``cfg.allow_unknown_keys`` is
+    True, or inside a section that sets ``allow_unknown_keys=True``.
+    """
+    defaults = defaults or {}
+    allow = bool(allow_unknown_keys) or cfg.get('allow_unknown_keys') is True
+    problems: List[str] = []
+    _check_keys_and_types(cfg, defaults, '', strict=False, typed=False, allow=allow, problems=problems)
+    already_reported = {p.split(':', 1)[0] for p in problems}
+    merged = deep_merge_dicts(defaults, cfg)
+    _check_bounds(merged, '', problems, already_reported)
+    _check_cross_fields(merged, problems)
+    if problems:
+        head = 'invalid config' if len(problems) == 1 else f'invalid config ({len(problems)} problems)'
+        text = head + ':\n  ' + '\n  '.join(problems)
+        if any(_UNKNOWN in p for p in problems):
+            text += ('\n(If such keys are intended, e.g. in research code: set allow_unknown_keys=True in the '
+                     'section or at the top level, or DING_ALLOW_UNKNOWN_KEYS=1 in the environment.)')
+        raise ConfigError(text)
+
+
+_UNKNOWN = ': unknown key '
+
+
+# ---- unknown keys and types ------------------------------------------------------------------------
+def _check_keys_and_types(user: Mapping, default: Mapping, path: str, strict: bool, typed: bool, allow: bool,
+                          problems: List[str]) -> None:
+    flag = user.get('allow_unknown_keys')
+    if flag is not None and not isinstance(flag, bool):
+        problems.append(f"{_join(path, 'allow_unknown_keys')}: expected True or False, got {_show(flag)}")
+    allow = allow or flag is True
+    pipeline_keys = PIPELINE_KEYS.get(path, ())
+    for key, value in user.items():
+        key_path = _join(path, str(key))
+        if key in ALWAYS_KNOWN:
+            continue
+        if key not in default:
+            # An empty default section tells us nothing about its keys, so it cannot be strict.
+            if strict and default and not allow and key not in pipeline_keys:
+                problems.append(_unknown_key_message(key_path, str(key), list(default) + list(pipeline_keys)))
+            continue
+        expected = default[key]
+        if typed:
+            error = _type_error(value, expected)
+            if error:
+                problems.append(f'{key_path}: {error}')
+                continue
+        if isinstance(value, Mapping) and isinstance(expected, Mapping):
+            # ``strict``/``typed`` describe the keys of the section being entered.
+            child_strict = strict or key_path in STRICT_SECTIONS
+            _check_keys_and_types(value, expected, key_path, strict=child_strict,
+                                  typed=child_strict or key_path in TYPED_SECTIONS, allow=allow, problems=problems)
+
+
+def _unknown_key_message(key_path: str, key: str, known: List[Any]) -> str:
+    valid = sorted({str(k) for k in known if k != 'cfg_type'})
+    close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+    parent = key_path.rpartition('.')[0] or '<top level>'
+    msg = f"{key_path}{_UNKNOWN}'{key}' in {parent}"
+    if close:
+        msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+    return msg + f' Valid keys: {valid}'
+
+
+
+def _type_error(value: Any, expected: Any) -> Optional[str]:
+    """Why ``value`` cannot stand where the default is ``expected``; None if it can."""
+    if value is None or expected is None:
+        return None  # None means "not set / off" for many keys; the component decides
+    if isinstance(expected, bool):
+        ok = isinstance(value, bool)
+        want = 'True or False'
+    elif isinstance(expected, int):
+        ok = _is_integral(value)
+        want = 'an integer'
+    elif isinstance(expected, float):
+        ok = _is_number(value)
+        want = 'a number'
+    elif isinstance(expected, str):
+        ok = isinstance(value, str)
+        want = 'a string'
+    elif isinstance(expected, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+        want = 'a list'
+    elif isinstance(expected, Mapping):
+        ok = isinstance(value, Mapping)
+        want = 'a dict (section)'
+    else:
+        return None
+    return None if ok else f'expected {want} (default {_show(expected)}), got {_show(value)}'
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integral(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and value.is_integer()  # 1e5 written for 100000 is fine
+
+
+# ---- bounds ------------------------------------------------------------------------------------------
+def _check_bounds(node: Mapping, path: str, problems: List[str], skip: set) -> None:
+    for key, value in node.items():
+        key_path = _join(path, str(key))
+        if key_path in BOUNDS_SKIP or key_path in skip:
+            continue
+        if isinstance(value, Mapping):
+            _check_bounds(value, key_path, problems, skip)
+            continue
+        spec = _bound_for(key_path)
+        if spec is None or value is None:
+            continue
+        kind, interval = spec
+        if kind == 'int' and not _is_integral(value):
+            problems.append(f'{key_path}: expected an integer, got {_show(value)}')
+            continue
+        if kind == 'number' and not _is_number(value):
+            problems.append(f'{key_path}: expected a number, got {_show(value)}')
+            continue
+        if math.isnan(value) or not _in_interval(value, interval):
+            problems.append(f'{key_path} = {_show(value)} is out of range: must be {_describe(interval)}')
+
+
+def _bound_for(key_path: str) -> Optional[Tuple[str, str]]:
+    parts = key_path.split('.')
+    for suffix, spec in BOUNDS.items():
+        want = suffix.split('.')
+        if parts[-len(want):] == want:
+            return spec
+    return None
+
+
+@lru_cache(maxsize=None)
+def _parse_interval(text: str) -> Tuple[bool, float, float, bool]:
+    m = re.fullmatch(r'\s*([\[(])\s*(-?[\w.]+)\s*,\s*(-?[\w.]+)\s*([\])])\s*', text)
+    if not m:
+        raise ValueError(f'ding.config.bounds: malformed interval {text!r}')
+    return m.group(1) == '[', float(m.group(2)), float(m.group(3)), m.group(4) == ']'
+
+
+def _in_interval(value: float, text: str) -> bool:
+    lo_closed, lo, hi, hi_closed = _parse_interval(text)
+    above = value >= lo if lo_closed else value > lo
+    below = value <= hi if hi_closed else value < hi
+    return above and below
+
+
+def _describe(text: str) -> str:
+    lo_closed, lo, hi, hi_closed = _parse_interval(text)
+    if math.isinf(hi):
+        return f"{'>=' if lo_closed else '>'} {_num(lo)}"
+    return f'in {text.strip()}'
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x.is_integer() else str(x)
+
+
+# ---- cross-field rules -------------------------------------------------------------------------------
+def _check_cross_fields(cfg: Mapping, problems: List[str]) -> None:
+    for condition, pairs in NOT_EXCEEDING:
+        if not get_path(cfg, condition):
+            continue
+        for small_key, large_key in pairs:
+            small, large = get_path(cfg, small_key), get_path(cfg, large_key)
+            if _is_number(small) and _is_number(large) and small > large:
+                problems.append(
+                    f'{small_key} = {_show(small)} must not exceed {large_key} = {_show(large)} when {condition} '
+                    f'is True (a training minibatch cannot be larger than the collected rollout)'
+                )
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+def _join(path: str, key: str) -> str:
+    return f'{path}.{key}' if path else key
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + '...'
+    return f'{type(value).__name__} {text}'
+
+
+def coerce_integers(cfg: dict, defaults: Mapping, path: str = '') -> None:
+    """In place: integral floats (``1e5``) become ints where the default is an int or the bounds say 'int'.
+
+    ``validate_config`` accepts ``replay_buffer_size=1e5``; components then get the int they expect.
+    """
+    for key, value in cfg.items():
+        key_path = _join(path, str(key))
+        if key_path in BOUNDS_SKIP:
+            continue
+        default = defaults.get(key) if isinstance(defaults, Mapping) else None
+        if isinstance(value, Mapping):
+            coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path)
+        elif isinstance(value, float) and value.is_integer():
+            spec = _bound_for(key_path)
+            wants_int = (isinstance(default, int) and not isinstance(default, bool)) or (spec is not None and spec[0] == 'int')
+            if wants_int:
+                cfg[key] = int(value)

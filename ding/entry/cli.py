@@ -1,0 +1,109 @@
+"""The ``ding`` command: ``ding -m serial -c cfg.py -s 0``."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import List, Optional
+
+MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel')
+
+
+def _version() -> str:
+    from ding import __version__
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='ding',
+        description='Train and evaluate reinforcement-learning agents.',
+        epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0',
+    )
+    p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
+    p.add_argument('-c', '--config', help='config file (.py defining main_config/create_config, or .yaml)')
+    p.add_argument('-s', '--seed', type=int, action='append',
+                   help='random seed; repeat (-s 0 -s 1) for one run per seed (default 0)')
+    p.add_argument('--exp-name', help='override exp_name (the output directory ./EXP_NAME/)')
+    p.add_argument('--train-iter', type=int, default=int(1e10), help='stop after this many train iterations')
+    p.add_argument('--env-step', type=int, default=int(1e10), help='stop after this many env steps')
+    p.add_argument('--load-path', help='checkpoint to evaluate (-m eval)')
+    p.add_argument('-v', '--version', action='version', version=f'ding {_version()}')
+    p.add_argument('-q', '--query-registry', metavar='REGISTRY',
+                   help="list what is registered in REGISTRY (e.g. policy, env, buffer; 'all' for every one)")
+    return p
+
+
+def _fail(msg: str, code: int = 2) -> int:
+    print(f'ding: error: {msg}', file=sys.stderr)
+    return code
+
+
+def _exp_name_for_seed(exp_name: str, seed: int, n_seeds: int) -> str:
+    if re.search(r'_seed\d+$', exp_name):
+        return re.sub(r'_seed\d+$', f'_seed{seed}', exp_name)
+    return f'{exp_name}_seed{seed}' if n_seeds > 1 else exp_name
+
+
+def _query(name: str) -> int:
+    from ding.utils.registry import REGISTRIES
+    from ding.utils.builtin import import_builtin_components
+    import_builtin_components()
+    names = sorted(REGISTRIES) if name == 'all' else [name]
+    for n in names:
+        if n not in REGISTRIES:
+            return _fail(f"unknown registry '{n}'; known registries: {sorted(REGISTRIES)}")
+        print(f'{n}: ' + ', '.join(REGISTRIES[n].query()))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.query_registry:
+        return _query(args.query_registry)
+    if not args.mode:
+        return _fail('choose a mode with -m {' + ','.join(MODES) + '}')
+    if not args.config:
+        return _fail('a config file is needed: -c FILE')
+    if not os.path.isfile(args.config):
+        return _fail(f"config file '{args.config}' not found")
+
+    from ding.config import ConfigError, read_config
+    try:
+        main_cfg, create_cfg, system_cfg = read_config(args.config)
+    except ConfigError as exc:
+        return _fail(str(exc))
+
+    seeds = args.seed or [0]
+    for seed in seeds:
+        cfg = main_cfg
+        exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
+        cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+        try:
+            _run_one(args, cfg, create_cfg, system_cfg, seed)
+        except ConfigError as exc:
+            return _fail(str(exc))
+        except KeyboardInterrupt:
+            print('ding: interrupted; an interrupt checkpoint was written where possible', file=sys.stderr)
+            return 130
+    return 0
+
+
+def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
+    if args.mode == 'serial':
+        from ding.entry import serial_pipeline
+        serial_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step)
+    elif args.mode == 'serial_onpolicy':
+        from ding.entry import serial_pipeline_onpolicy
+        serial_pipeline_onpolicy((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step)
+    elif args.mode == 'eval':
+        from ding.entry import eval as eval_entry
+        eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
+    elif args.mode == 'parallel':
+        from ding.entry import parallel_pipeline
+        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""The parallel pipeline: a coordinator in this process, each learner and collector in its own process.
+
+``parallel_pipeline(cfg_file, seed)`` compiles the config, starts every worker process
+(``python -m ding.entry.parallel_worker``), waits until each one serves, runs the coordinator until the
+commander ends the run (stop value reached) or a limit is hit, restarts worker processes that die on
+the way, and on every exit path (end of run, error, Ctrl-C, SIGTERM) stops all of them: SIGTERM, a
+grace period, then SIGKILL. Each worker's output goes to ``./{exp_name}/log/{name}.log``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from easydict import EasyDict
+
+from .parallel_worker import EXIT_PORT_IN_USE
+
+# Seconds a worker has to come up (import torch, build its slave) before the run is abandoned.
+READY_TIMEOUT = 120.0
+# Seconds between SIGTERM and SIGKILL when stopping workers.
+STOP_GRACE = 5.0
+# A worker that dies more often than this is not restarted again: the run fails with its log.
+MAX_RESTARTS = 5
+
+
+@dataclass
+class ParallelResult:
+    """What a parallel run achieved (also printed as the one-line summary)."""
+    exp_name: str
+    solved: bool
+    reason: str
+    env_step: int
+    train_iter: int
+    wall_time: float
+    best_eval_return: float
+    restarts: Dict[str, int] = field(default_factory=dict)
+    summary: Dict[str, Any] = field(default_factory=dict)
+
+
+class WorkerProcess:
+    """One learner or collector process: launch, readiness (ready file), restart, stop."""
+
+    def __init__(self, role: str, name: str, config_path: str, run_dir: str, log_dir: str,
+                 disable_flask_log: bool = True) -> None:
+        self.role = role
+        self.name = name
+        self.config_path = config_path
+        self.ready_file = os.path.join(run_dir, f'{name}.ready')
+        self.log_path = os.path.join(log_dir, f'{name}.log')
+        self.disable_flask_log = disable_flask_log
+        self.proc: Optional[subprocess.Popen] = None
+        self.ready_info: Optional[Dict[str, Any]] = None
+        self.restarts = 0
+        self._log_file: Any = None
+
+    def launch(self) -> None:
+        if os.path.exists(self.ready_file):
+            os.remove(self.ready_file)
+        self.ready_info = None
+        cmd = [sys.executable, '-m', 'ding.entry.parallel_worker', '--role', self.role, '--name', self.name,
+               '--config', self.config_path, '--ready-file', self.ready_file]
+        if not self.disable_flask_log:
+            cmd.append('--enable-flask-log')
+        env = dict(os.environ)
+        # The worker must import this very ding (and dizoo) even when it is not installed.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+        env.setdefault('OMP_NUM_THREADS', '1')
+        env['DING_PROGRESS'] = '0'
+        if self._log_file is None:
+            self._log_file = open(self.log_path, 'ab')
+        # A session of its own: Ctrl-C in the terminal reaches the pipeline only, which stops workers in order.
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def poll(self) -> Optional[int]:
+        return None if self.proc is None else self.proc.poll()
+
+    def check_ready(self) -> bool:
+        """True once the worker wrote its ready file (read into ``ready_info``)."""
+        if self.ready_info is not None:
+            return True
+        try:
+            with open(self.ready_file, encoding='utf-8') as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            return False
+        if info.get('pid') != self.pid:
+            return False  # a file left by an earlier process of this worker
+        self.ready_info = info
+        return True
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            with open(self.log_path, 'rb') as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8000))
+                lines = f.read().decode('utf-8', errors='replace').splitlines()
+        except OSError:
+            return ''
+        return '\n'.join(lines[-n:])
+
+    def terminate(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.terminate()
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: Optional[float]) -> Optional[int]:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if os.path.exists(self.ready_file):
+            os.remove(self.ready_file)
+
+
+def stop_workers(workers: List[WorkerProcess], grace: float = STOP_GRACE) -> None:
+    """SIGTERM every worker, wait up to ``grace`` seconds in total, SIGKILL the rest, reap all."""
+    for w in workers:
+        w.terminate()
+    deadline = time.time() + grace
+    for w in workers:
+        w.wait(max(0.0, deadline - time.time()))
+    for w in workers:
+        if w.poll() is None:
+            w.kill()
+        w.wait(5.0)
+        w.close_log()
+
+
+def _load(input_cfg: Any) -> Tuple[EasyDict, EasyDict, Optional[EasyDict]]:
+    from ding.config.errors import ConfigError
+    if isinstance(input_cfg, (str, os.PathLike)):
+        from ding.config.loader import read_config
+        return read_config(os.fspath(input_cfg))
+    if isinstance(input_cfg, (tuple, list)) and len(input_cfg) in (2, 3):
+        parts = [EasyDict(copy.deepcopy(dict(p))) if p is not None else None for p in input_cfg]
+        return parts[0], parts[1], (parts[2] if len(parts) == 3 else None)
+    raise ConfigError(f'parallel_pipeline: input_cfg must be a config file path or a (main, create, system) '
+                      f'tuple, got {type(input_cfg).__name__}')
+
+
+def _write_json(cfg: Dict[str, Any], path: str) -> None:
+    from ding.worker.coordinator.comm_coordinator import to_jsonable
+    tmp = f'{path}.{os.getpid()}.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(to_jsonable(cfg), f, indent=1)
+    os.replace(tmp, path)
+
+
+def _new_port(cfg: EasyDict, role: str, name: str) -> int:
+    from ding.config.parallel import find_free_port
+    entry = cfg.system[role][name]
+    port = find_free_port(entry.host)
+    entry.port = port
+    cfg.system.coordinator[role][name] = [name, entry.host, port]
+    return port
+
+
+class _SignalGuard:
+    """Turns SIGTERM into KeyboardInterrupt in the main thread while the pipeline runs (then restores)."""
+
+    def __enter__(self) -> '_SignalGuard':
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            def _raise(signum: int, frame: Any) -> None:
+                raise KeyboardInterrupt(f'signal {signum}')
+
+            self._old = signal.signal(signal.SIGTERM, _raise)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+
+
+def parallel_pipeline(
+        input_cfg: Union[str, Tuple[dict, dict, dict]],
+        seed: int = 0,
+        enable_total_log: Optional[bool] = False,
+        disable_flask_log: Optional[bool] = True,
+        exp_name: Optional[str] = None,
+        max_env_step: Optional[int] = None,
+        max_train_iter: Optional[int] = None,
+        ready_timeout: float = READY_TIMEOUT,
+) -> ParallelResult:
+    """Train with separate learner and collector processes until ``env.stop_value`` (or a limit) is reached.
+
+    ``input_cfg``: a config file defining ``main_config``, ``create_config`` and ``system_config``, or that
+    tuple. ``exp_name`` overrides ``main_config.exp_name``. ``enable_total_log`` also echoes the coordinator's
+    log to the console; ``disable_flask_log`` silences the per-request HTTP log of the workers.
+    Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
+    every process and raise KeyboardInterrupt.
+    """
+    from ding.config.errors import ConfigError
+    from ding.config.parallel import compile_config_parallel
+    from ding.worker.coordinator.coordinator import Coordinator
+    from .progress import RunProgress
+
+    main_cfg, create_cfg, system_cfg = _load(input_cfg)
+    if system_cfg is None:
+        raise ConfigError('parallel mode needs a system_config (coordinator, path_data, path_policy, ...) in the '
+                          'config file')
+    if exp_name:
+        main_cfg.exp_name = exp_name
+    cfg = compile_config_parallel(main_cfg, create_cfg, system_cfg, seed=seed, save_cfg=True)
+    exp = cfg.main.exp_name
+    run_dir = os.path.join('.', exp, 'run')
+    log_dir = os.path.join('.', exp, 'log')
+    for d in (run_dir, log_dir, cfg.system.path_data, cfg.system.path_policy):
+        os.makedirs(d, exist_ok=True)
+    config_json = os.path.abspath(os.path.join('.', exp, 'parallel_config.json'))
+    _write_json(cfg, config_json)
+
+    workers = [WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log))
+               for role in ('learner', 'collector') for name in cfg.system[role]]
+    coordinator: Optional[Coordinator] = None
+    progress = RunProgress(exp, max_env_step)
+    stop_value = cfg.main.env.get('stop_value')
+    solved, reason = False, 'interrupted'
+    with _SignalGuard():
+        try:
+            for w in workers:
+                w.launch()
+            _wait_ready(workers, cfg, config_json, ready_timeout)
+            coordinator = Coordinator(cfg, max_env_step=max_env_step, max_train_iter=max_train_iter,
+                                      log_to_console=bool(enable_total_log))
+            coordinator.start()
+            reason = _supervise(coordinator, workers, cfg, config_json, progress)
+            solved = coordinator.solved
+        except BaseException as exc:
+            reason = 'interrupted' if isinstance(exc, KeyboardInterrupt) else f'error: {exc}'
+            raise
+        finally:
+            try:
+                if coordinator is not None:
+                    coordinator.close()
+            finally:
+                stop_workers(workers)
+                if os.path.isdir(run_dir) and not os.listdir(run_dir):
+                    os.rmdir(run_dir)
+                summary = coordinator.summary() if coordinator is not None else {}
+                best = summary.get('best_eval_return')
+                progress.close(solved, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)),
+                               best, stop_value, reason)
+    return ParallelResult(exp, solved, reason, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)),
+                          progress.elapsed, float(summary.get('best_eval_return', float('-inf'))),
+                          {w.name: w.restarts for w in workers}, summary)
+
+
+def _relaunch_on_new_port(w: WorkerProcess, cfg: EasyDict, config_json: str) -> int:
+    port = _new_port(cfg, w.role, w.name)
+    _write_json(cfg, config_json)
+    w.launch()
+    return port
+
+
+def _wait_ready(workers: List[WorkerProcess], cfg: EasyDict, config_json: str, timeout: float) -> None:
+    """Block until every worker serves; a taken port gets a fresh one, any other early exit is an error."""
+    deadline = time.time() + timeout
+    pending = list(workers)
+    while pending:
+        for w in list(pending):
+            if w.check_ready():
+                pending.remove(w)
+                _adopt_port(w, cfg)
+                continue
+            code = w.poll()
+            if code is None:
+                continue
+            if code == EXIT_PORT_IN_USE and w.restarts < MAX_RESTARTS:
+                w.restarts += 1
+                _relaunch_on_new_port(w, cfg, config_json)
+                continue
+            raise RuntimeError(f'{w.role} {w.name} exited with code {code} before serving; '
+                               f'its log ({w.log_path}) ends with:\n{w.log_tail()}')
+        if pending and time.time() > deadline:
+            names = ', '.join(w.name for w in pending)
+            raise RuntimeError(f'workers not serving after {timeout:.0f}s: {names} (see {workers[0].log_path} '
+                               f'and the other logs in its folder)')
+        time.sleep(0.05)
+    _write_json(cfg, config_json)
+
+
+def _adopt_port(w: WorkerProcess, cfg: EasyDict) -> bool:
+    """Use the port the worker reports (True if it differs from the config's)."""
+    port = int(w.ready_info.get('port', 0)) if w.ready_info else 0
+    entry = cfg.system[w.role][w.name]
+    if port and port != entry.port:
+        entry.port = port
+        cfg.system.coordinator[w.role][w.name] = [w.name, entry.host, port]
+        return True
+    return False
+
+
+def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, config_json: str,
+               progress: Any) -> str:
+    """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
+    restarting: List[WorkerProcess] = []
+    while not coordinator.system_shutdown_flag:
+        time.sleep(0.1)
+        for w in workers:
+            code = w.poll()
+            if code is None or w in restarting:
+                continue
+            if w.restarts >= MAX_RESTARTS:
+                raise RuntimeError(f'{w.role} {w.name} died {w.restarts + 1} times (last exit code {code}); '
+                                   f'its log ({w.log_path}) ends with:\n{w.log_tail()}')
+            coordinator.notify_worker_dead(w.role, w.name)
+            w.restarts += 1
+            if code == EXIT_PORT_IN_USE:
+                _relaunch_on_new_port(w, cfg, config_json)
+            else:
+                w.launch()
+            restarting.append(w)
+        for w in list(restarting):
+            if w.check_ready():
+                restarting.remove(w)
+                if _adopt_port(w, cfg):
+                    coordinator.update_worker_address(w.role, w.name, cfg.system[w.role][w.name].host,
+                                                      cfg.system[w.role][w.name].port)
+        last = getattr(coordinator.commander, 'last_eval_return', None)
+        if last is not None:
+            progress.record_eval(last)
+        progress.update(coordinator.env_step, coordinator.train_iter)
+    return coordinator.shutdown_reason
+
+
+__all__ = ['parallel_pipeline', 'ParallelResult', 'WorkerProcess', 'stop_workers']

@@ -1,0 +1,198 @@
+"""One learner or collector process of the parallel pipeline.
+
+``python -m ding.entry.parallel_worker --role learner --name learner0 --config ./EXP/parallel_config.json``
+builds the comm learner (``create_comm_learner``) or comm collector (``create_comm_collector``) from
+the worker's ``system`` entry, starts its slave and serves until SIGTERM / SIGINT, or until the
+process that launched it is gone (so that a killed pipeline leaves no worker behind).
+
+Once serving, it writes a ready file (``--ready-file``, JSON ``{pid, role, name, host, port}``,
+written atomically) that tells the pipeline the worker is up and on which port it really listens.
+A worker whose port is taken exits with ``EXIT_PORT_IN_USE`` so that the pipeline can pick another.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import errno
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, Dict, List, Optional
+
+from easydict import EasyDict
+
+ROLES = ('learner', 'collector')
+EXIT_PORT_IN_USE = 98
+EXIT_CONFIG_ERROR = 2
+# How often a worker checks that the pipeline that launched it still exists.
+PARENT_CHECK_SECONDS = 1.0
+
+
+def load_parallel_config(path: str) -> EasyDict:
+    """Read the compiled config the pipeline wrote as JSON; errors name the file."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            cfg = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"parallel worker: cannot read config '{path}': {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"parallel worker: config '{path}' is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict) or 'main' not in cfg or 'system' not in cfg:
+        raise ValueError(f"parallel worker: config '{path}' must hold 'main' and 'system' sections")
+    return EasyDict(cfg)
+
+
+def worker_config(cfg: EasyDict, role: str, name: str) -> EasyDict:
+    """The worker's own config: its ``system.{role}.{name}`` entry plus the shared paths and names it needs."""
+    if role not in ROLES:
+        raise ValueError(f"parallel worker: role must be one of {ROLES}, got '{role}'")
+    entries = cfg.system.get(role, {}) or {}
+    if name not in entries:
+        raise KeyError(f"parallel worker: no {role} named '{name}' in system.{role} (known: {sorted(entries)})")
+    wcfg = EasyDict(copy.deepcopy(dict(entries[name])))
+    wcfg.name = name
+    wcfg.setdefault('path_data', cfg.system.path_data)
+    wcfg.setdefault('path_policy', cfg.system.path_policy)
+    wcfg.setdefault('exp_name', cfg.main.exp_name)
+    wcfg.setdefault('seed', int(cfg.main.get('seed', 0)) + _index_of(name))
+    return wcfg
+
+
+def _index_of(name: str) -> int:
+    digits = ''.join(ch for ch in name if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _port_in_use(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            return True
+        if 'address already in use' in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _bound_port(comm: Any, default: int) -> int:
+    """The port the worker's slave really listens on (the config's, unless the slave reports another)."""
+    for owner in (comm, getattr(comm, '_slave', None), getattr(comm, 'slave', None)):
+        if owner is None:
+            continue
+        for attr in ('port', '_port'):
+            port = getattr(owner, attr, None)
+            if isinstance(port, int) and port > 0:
+                return port
+    return int(default)
+
+
+def create_comm(role: str, wcfg: EasyDict) -> Any:
+    """``create_comm_learner(wcfg)`` / ``create_comm_collector(wcfg)``: the comm worker named by ``wcfg.type``.
+
+    When the ``comm`` package of that side is absent, the registry is used directly (same result: the
+    factory imports ``wcfg.import_names`` and builds the registered type).
+    """
+    package = 'ding.worker.learner.comm' if role == 'learner' else 'ding.worker.collector.comm'
+    factory = 'create_comm_learner' if role == 'learner' else 'create_comm_collector'
+    try:
+        import importlib
+        create = getattr(importlib.import_module(package), factory)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not package.startswith(exc.name):
+            raise
+        create = None
+    except AttributeError:
+        create = None
+    if create is not None:
+        return create(wcfg)
+    from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
+    registry = COMM_LEARNER_REGISTRY if role == 'learner' else COMM_COLLECTOR_REGISTRY
+    import_module(wcfg.get('import_names', []) or [])
+    return registry.build(wcfg.type, wcfg)
+
+
+def write_ready_file(path: str, info: Dict[str, Any]) -> None:
+    """Atomic: the pipeline sees no file or the whole file."""
+    tmp = f'{path}.{os.getpid()}.tmp'
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str] = None,
+               disable_flask_log: bool = True) -> int:
+    """Build, start and serve one worker until told to stop; return the process exit code."""
+    try:
+        cfg = load_parallel_config(config_path)
+        wcfg = worker_config(cfg, role, name)
+    except (ValueError, KeyError) as exc:
+        print(f'ding parallel worker {name}: {exc}', file=sys.stderr, flush=True)
+        return EXIT_CONFIG_ERROR
+    if disable_flask_log:
+        logging.getLogger('werkzeug').disabled = True
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _on_signal)
+
+    from ding.utils import set_pkg_seed
+    import torch
+    # Workers share the machine's cores: one intra-op thread each avoids oversubscription.
+    torch.set_num_threads(int(wcfg.get('torch_threads', 1)))
+    set_pkg_seed(int(wcfg.seed), use_cuda=False)
+    parent = os.getppid()
+    comm = None
+    try:
+        comm = create_comm(role, wcfg)
+        comm.start()
+        port = _bound_port(comm, wcfg.port)
+        if ready_file:
+            write_ready_file(ready_file, {'pid': os.getpid(), 'role': role, 'name': name,
+                                          'host': wcfg.host, 'port': port})
+        print(f'ding parallel worker {name}: serving on {wcfg.host}:{port} (pid {os.getpid()})',
+              file=sys.stderr, flush=True)
+        while not stop.wait(PARENT_CHECK_SECONDS):
+            if os.getppid() != parent:
+                print(f'ding parallel worker {name}: the pipeline is gone, stopping', file=sys.stderr, flush=True)
+                break
+        return 0
+    except Exception as exc:
+        if _port_in_use(exc):
+            print(f'ding parallel worker {name}: port {wcfg.get("port")} is already in use', file=sys.stderr,
+                  flush=True)
+            return EXIT_PORT_IN_USE
+        raise
+    finally:
+        if comm is not None:
+            try:
+                comm.close()
+            except Exception as exc:  # the process exits anyway; say why the close was not clean
+                print(f'ding parallel worker {name}: error while closing: {exc!r}', file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='python -m ding.entry.parallel_worker',
+                                description='Run one learner or collector of the parallel pipeline.')
+    p.add_argument('--role', required=True, choices=ROLES)
+    p.add_argument('--name', required=True, help='the worker entry in system.learner / system.collector')
+    p.add_argument('--config', required=True, help='parallel_config.json written by the pipeline')
+    p.add_argument('--ready-file', help='file to write {pid, host, port} to once serving')
+    p.add_argument('--enable-flask-log', action='store_true', help='keep the per-request HTTP log')
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_worker(args.role, args.name, args.config, args.ready_file, not args.enable_flask_log)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

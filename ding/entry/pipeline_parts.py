@@ -1,0 +1,104 @@
+"""Building and tearing down what every serial pipeline uses: config, envs, policy, workers."""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, List, Optional, Tuple, Union
+
+from easydict import EasyDict
+
+from .progress import RunProgress
+
+
+def load_input_config(input_cfg: Union[str, Tuple[dict, dict]]) -> Tuple[EasyDict, EasyDict]:
+    """Accept a config file path or a ``(main_config, create_config)`` pair; return deep copies."""
+    if isinstance(input_cfg, (str, os.PathLike)):
+        from ding.config import read_config
+        cfg, create_cfg, _ = read_config(str(input_cfg))
+    else:
+        cfg, create_cfg = input_cfg[0], input_cfg[1]
+    return EasyDict(copy.deepcopy(dict(cfg))), EasyDict(copy.deepcopy(dict(create_cfg)))
+
+
+@dataclass
+class SerialParts:
+    cfg: EasyDict
+    policy: Any
+    learner: Any
+    collector: Any
+    evaluator: Any
+    buffer: Any
+    commander: Any
+    tb_logger: Any
+    progress: RunProgress
+    closables: List[Callable[[], None]] = field(default_factory=list)
+
+
+def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setting: Optional[list],
+                       model: Any, dynamic_seed: bool, max_env_step: Optional[int], with_buffer: bool) -> SerialParts:
+    """Compile the config (validating it before any work starts), then build envs, policy and workers."""
+    from ding.config import compile_config
+    from ding.envs import create_env_manager, get_vec_env_setting
+    from ding.policy import create_policy
+    from ding.utils import set_pkg_seed
+    from ding.worker import (BaseLearner, InteractionSerialEvaluator, create_buffer, create_serial_collector,
+                             create_serial_commander)
+
+    create_cfg.policy.type = create_cfg.policy.type + '_command'
+    env_fn = None if env_setting is None else env_setting[0]
+    cfg = compile_config(cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True)
+    if env_setting is None:
+        env_fn, collector_env_cfg, evaluator_env_cfg = get_vec_env_setting(cfg.env)
+    else:
+        env_fn, collector_env_cfg, evaluator_env_cfg = env_setting
+    closables: List[Callable[[], None]] = []
+    collector_env = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in collector_env_cfg])
+    closables.append(collector_env.close)
+    evaluator_env = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in evaluator_env_cfg])
+    closables.append(evaluator_env.close)
+    collector_env.seed(cfg.seed, dynamic_seed=dynamic_seed)
+    evaluator_env.seed(cfg.seed, dynamic_seed=False)
+    set_pkg_seed(cfg.seed, use_cuda=cfg.policy.cuda)
+
+    policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
+    from tensorboardX import SummaryWriter
+    tb_logger = SummaryWriter(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
+    closables.append(tb_logger.close)
+    learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
+    closables.insert(0, learner.close)
+    collector = create_serial_collector(cfg.policy.collect.collector, env=collector_env,
+                                        policy=policy.collect_mode, tb_logger=tb_logger, exp_name=cfg.exp_name)
+    closables.insert(0, collector.close)
+    evaluator = InteractionSerialEvaluator(cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger,
+                                           exp_name=cfg.exp_name)
+    closables.insert(0, evaluator.close)
+    buffer = None
+    if with_buffer:
+        buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=cfg.exp_name)
+        closables.insert(0, buffer.close)
+    commander = create_serial_commander(cfg.policy.other.commander, learner, collector, evaluator, buffer,
+                                        policy.command_mode)
+    progress = RunProgress(cfg.exp_name, max_env_step)
+    return SerialParts(cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables)
+
+
+def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
+    """Print the summary line and close every component, even when one of them fails to close."""
+    errors = []
+    try:
+        line = parts.progress.close(
+            solved, parts.collector.envstep, parts.learner.train_iter, getattr(parts.evaluator, 'best_return', None),
+            parts.cfg.env.get('stop_value'), reason
+        )
+        parts.learner.logger.info(line)
+    finally:
+        for close in parts.closables:
+            try:
+                close()
+            except Exception as exc:  # keep closing the rest; report afterwards
+                errors.append(exc)
+    if errors:
+        raise RuntimeError(f'errors while closing the pipeline: {errors!r}')
+    return line

@@ -1,0 +1,383 @@
+"""Env manager with one worker process per env: actions and small results go through pipes, observations
+through per-env shared memory, and dead or hung workers are replaced."""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import signal
+import sys
+import time
+from multiprocessing.connection import wait as mp_wait
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ding.envs.env.base_env import BaseEnv, BaseEnvTimestep
+from ding.envs.env.ding_env_wrapper import DingEnvWrapper
+from ding.utils import ENV_MANAGER_REGISTRY
+
+from .base_env_manager import BaseEnvManager, EnvState, abnormal_timestep
+
+_DEFAULT_CONTEXT = 'fork' if sys.platform.startswith('linux') else 'spawn'
+_CLOSE_TIMEOUT = 2.0  # seconds close() waits for workers to exit by themselves before killing them
+_STOP_TIMEOUT = 1.0  # the same for one worker being replaced
+
+
+class EnvWorkerError(RuntimeError):
+    """An exception raised inside a worker, carried back as its repr."""
+
+    def __init__(self, child_repr: str) -> None:
+        super().__init__(child_repr)
+        self.child_repr = child_repr
+
+    def __repr__(self) -> str:
+        return self.child_repr
+
+
+def _env_worker(conn: Any, env_fn: Callable[[], BaseEnv], shm: Any, shape: Optional[tuple], dtype_str: Optional[str],
+                replay_path: Optional[str], inherited: List[Any]) -> None:
+    """Worker loop. Replies are ``(True, payload)`` or ``(False, repr(exception))``. An observation is written
+    into shared-memory slot 0 (step) / 1 (reset) and sent as None, or sent in the message as ``(obs, )`` when it
+    does not fit the slot."""
+    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Drop the parent's ends of the pipes that fork copied here, so that a dead parent shows up as EOF.
+    for c in inherited:
+        c.close()
+    views = None
+    if shm is not None:
+        dtype = np.dtype(dtype_str)
+        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2, ) + tuple(shape))
+
+    def pack(obs: Any, slot: int) -> Any:
+        if views is not None and type(obs) is np.ndarray and obs.shape == views.shape[1:] and obs.dtype == views.dtype:
+            views[slot] = obs
+            return None
+        return (obs, )
+
+    env, make_error = None, None
+    try:
+        env = env_fn()
+        if replay_path is not None:
+            env.enable_save_replay(replay_path)
+    except Exception as e:  # noqa: BLE001 -- reported on the first command; the parent restarts this worker
+        make_error = e
+    reset_kwargs: dict = {}
+    while True:
+        try:
+            cmd, arg = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            break
+        if cmd == 'close':
+            break
+        try:
+            if make_error is not None:
+                raise make_error
+            if cmd == 'step':
+                action, auto_reset, seed_args = arg
+                timestep = env.step(action)
+                reset_obs = reset_error = None
+                if timestep.done and auto_reset:
+                    try:
+                        if seed_args is not None:
+                            env.seed(*seed_args)
+                        reset_obs = pack(env.reset(**reset_kwargs), 1)
+                    except Exception as e:  # noqa: BLE001 -- the finished episode is still valid
+                        reset_error = repr(e)
+                obs = pack(timestep.obs, 0)
+                conn.send((True, (obs, timestep.reward, timestep.done, timestep.info, reset_obs, reset_error)))
+            elif cmd == 'reset':
+                seed_args, kwargs = arg
+                if seed_args is not None:
+                    env.seed(*seed_args)
+                reset_kwargs = kwargs
+                conn.send((True, pack(env.reset(**reset_kwargs), 1)))
+            else:
+                raise ValueError(f"unknown env worker command {cmd!r}")
+        except Exception as e:  # noqa: BLE001 -- includes a reply that cannot be pickled
+            try:
+                conn.send((False, repr(e)))
+            except (OSError, ValueError):
+                break
+    if env is not None:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001
+            pass
+    conn.close()
+
+
+@ENV_MANAGER_REGISTRY.register('subprocess')
+class SubprocessEnvManager(BaseEnvManager):
+    """Runs each env in its own process (same interface as ``BaseEnvManager``; ``step`` waits for every env it
+    was given). A worker whose env raises, which dies, or which exceeds ``step_timeout`` / ``reset_timeout``
+    is replaced by a new worker (new env from its env_fn, reset); that step reports ``info['abnormal']``.
+
+    Extra config keys: ``step_timeout`` / ``reset_timeout`` (seconds, None: wait as long as the worker lives),
+    ``shared_memory`` (pass observations through shared memory when they are fixed-shape arrays),
+    ``context`` ('fork' on Linux, else 'spawn'; with 'spawn' each env_fn must be picklable).
+    """
+
+    config = dict(
+        BaseEnvManager.config,
+        step_timeout=None,
+        shared_memory=True,
+        context=_DEFAULT_CONTEXT,
+    )
+
+    def __init__(self, env_fn: Sequence[Callable[[], BaseEnv]], cfg: Optional[dict] = None) -> None:
+        super().__init__(env_fn, cfg)
+        self._step_timeout = self._cfg.step_timeout
+        self._shared_memory = bool(self._cfg.shared_memory)
+        try:
+            self._ctx = mp.get_context(self._cfg.context)
+        except ValueError as e:
+            raise ValueError(f"subprocess env manager config 'context': {e}") from e
+        n = self._env_num
+        self._procs: List[Any] = [None] * n
+        self._conns: List[Any] = [None] * n
+        self._shm: List[Any] = [None] * n
+        self._views: List[Optional[np.ndarray]] = [None] * n
+        self._obs_spec: Optional[Tuple[tuple, np.dtype]] = None
+        self._hung: set = set()
+
+    # ---- workers ------------------------------------------------------------------------------------------------
+    @property
+    def worker_pids(self) -> Dict[int, int]:
+        """``{env_id: pid}`` of the live worker processes."""
+        return {i: p.pid for i, p in enumerate(self._procs) if p is not None}
+
+    def _reference_env(self) -> BaseEnv:
+        if self._env_ref is None:
+            self._env_ref = self._env_fn[0]()
+        return self._env_ref
+
+    def _find_obs_spec(self) -> Optional[Tuple[tuple, np.dtype]]:
+        ref = self._reference_env()
+        space = ref.observation_space
+        shape, dtype = getattr(space, 'shape', None), getattr(space, 'dtype', None)
+        if shape is None or dtype is None:
+            return None
+        dtype = np.dtype(dtype)
+        if dtype.hasobject:
+            return None
+        if isinstance(ref, DingEnvWrapper) and dtype.kind in 'biuf':
+            dtype = np.dtype(np.float32)  # the wrapper hands out float32 whatever the space says
+        return tuple(shape), dtype
+
+    def _create_envs(self) -> None:
+        if self._shared_memory and self._obs_spec is None:
+            self._obs_spec = self._find_obs_spec()
+        for i in range(self._env_num):
+            self._start_worker(i)
+            self._env_states[i] = EnvState.INIT
+
+    def _start_worker(self, env_id: int) -> None:
+        ctx = self._ctx
+        shape = dtype_str = None
+        if self._obs_spec is not None:
+            shape, dtype = self._obs_spec
+            if self._shm[env_id] is None:
+                count = 2 * int(np.prod(shape))
+                self._shm[env_id] = ctx.RawArray(ctypes.c_uint8, count * dtype.itemsize)
+                self._views[env_id] = np.frombuffer(self._shm[env_id], dtype=dtype, count=count).reshape((2, ) + shape)
+            dtype_str = dtype.str
+        parent_conn, child_conn = ctx.Pipe()
+        inherited = [c for c in self._conns if c is not None] + [parent_conn] if ctx.get_start_method() == 'fork' \
+            else []
+        replay = self._env_replay_path[env_id] if self._env_replay_path is not None else None
+        proc = ctx.Process(
+            target=_env_worker,
+            args=(child_conn, self._env_fn[env_id], self._shm[env_id], shape, dtype_str, replay, inherited),
+            name=f'ding-env-worker-{env_id}',
+            daemon=True,
+        )
+        proc.start()
+        child_conn.close()  # only the worker holds its end, so its death reads as EOF here
+        self._procs[env_id], self._conns[env_id] = proc, parent_conn
+
+    def _stop_worker(self, env_id: int, graceful: bool) -> None:
+        proc, conn = self._procs[env_id], self._conns[env_id]
+        if proc is None:
+            return
+        if graceful and proc.is_alive():
+            try:
+                conn.send(('close', None))
+            except (OSError, ValueError):
+                pass
+            proc.join(_STOP_TIMEOUT)
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        conn.close()
+        self._procs[env_id] = self._conns[env_id] = None
+
+    def _death_error(self, env_id: int) -> RuntimeError:
+        proc = self._procs[env_id]
+        proc.join(_STOP_TIMEOUT)
+        return RuntimeError(f"worker process of env {env_id} died (exitcode {proc.exitcode})")
+
+    def _gather(self, env_ids: List[int], timeout: Optional[float]) -> Dict[int, Any]:
+        """Collect one reply per env id: the worker's ``(ok, payload)`` tuple, or an exception when the worker
+        died or did not answer within ``timeout`` seconds."""
+        results: Dict[int, Any] = {}
+        if not env_ids:
+            return results
+        conns, procs = self._conns, self._procs
+        pending = {conns[i]: i for i in env_ids}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            remaining = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    for i in pending.values():
+                        self._hung.add(i)
+                        results[i] = TimeoutError(f"env {i} did not answer within {timeout}s")
+                    break
+            sentinels = {procs[i].sentinel: i for i in pending.values()}
+            ready = mp_wait(list(pending) + list(sentinels), remaining)
+            dead = []
+            for obj in ready:
+                i = pending.pop(obj, None)
+                if i is None:
+                    dead.append(sentinels[obj])
+                    continue
+                try:
+                    results[i] = obj.recv()
+                except (EOFError, OSError):
+                    results[i] = self._death_error(i)
+            for i in dead:
+                conn = conns[i]
+                if conn not in pending:
+                    continue
+                del pending[conn]
+                try:
+                    # a reply sent just before dying is still good
+                    results[i] = conn.recv() if conn.poll(0) else self._death_error(i)
+                except (EOFError, OSError):
+                    results[i] = self._death_error(i)
+        return results
+
+    @staticmethod
+    def _as_error(reply: Any) -> BaseException:
+        return reply if isinstance(reply, BaseException) else EnvWorkerError(reply[1])
+
+    def _reset_reply_obs(self, env_id: int, reply: Any) -> Any:
+        if type(reply) is not tuple or not reply[0]:
+            raise self._as_error(reply)
+        packed = reply[1]
+        return self._views[env_id][1].copy() if packed is None else packed[0]
+
+    def _seed_args(self, env_id: int) -> Optional[tuple]:
+        if not self._seed_pending[env_id]:
+            return None
+        self._seed_pending[env_id] = False
+        return self._env_seed[env_id], self._env_dynamic_seed
+
+    # ---- BaseEnvManager hooks -----------------------------------------------------------------------------------
+    def _reset_envs(self, env_ids: List[int]) -> None:
+        replies: Dict[int, Any] = {}
+        sent = []
+        for i in env_ids:
+            try:
+                self._conns[i].send(('reset', (self._seed_args(i), self._reset_param[i])))
+                sent.append(i)
+            except (OSError, ValueError) as e:  # the worker is gone
+                replies[i] = e
+        replies.update(self._gather(sent, self._reset_timeout))
+        for i in env_ids:
+            try:
+                obs = self._reset_reply_obs(i, replies[i])
+            except Exception as e:  # noqa: BLE001
+                obs = self._restart(i, e)
+            self._ready_obs[i] = obs
+            self._env_states[i] = EnvState.RUN
+
+    def _renew_env(self, env_id: int) -> Any:
+        self._stop_worker(env_id, graceful=env_id not in self._hung)
+        self._hung.discard(env_id)
+        self._start_worker(env_id)
+        seed = self._env_seed[env_id]
+        self._seed_pending[env_id] = False
+        seed_args = None if seed is None else (seed, self._env_dynamic_seed)
+        self._conns[env_id].send(('reset', (seed_args, self._reset_param[env_id])))
+        reply = self._gather([env_id], self._reset_timeout)[env_id]
+        return self._reset_reply_obs(env_id, reply)
+
+    # ---- stepping -----------------------------------------------------------------------------------------------
+    def step(self, actions: Dict[int, Any]) -> Dict[int, BaseEnvTimestep]:
+        """Send every action, then wait for all of those envs; returns ``{env_id: BaseEnvTimestep}``."""
+        if self._closed:
+            self._check_closed()
+        ready = self._ready_obs
+        conns = self._conns
+        count = self._env_episode_count
+        more_episodes = self._auto_reset
+        episode_num = self._episode_num
+        replies: Dict[int, Any] = {}
+        sent = []
+        for env_id, action in actions.items():
+            if env_id not in ready:
+                raise KeyError(f"env {env_id!r} is not waiting for an action (ready: {sorted(ready)})")
+            if hasattr(action, 'detach'):  # torch tensors travel as numpy arrays
+                action = action.detach().cpu().numpy()
+            auto_reset = more_episodes and count[env_id] + 1 < episode_num
+            seed_args = self._seed_args(env_id) if auto_reset and self._seed_pending[env_id] else None
+            try:
+                conns[env_id].send(('step', (action, auto_reset, seed_args)))
+                sent.append(env_id)
+            except (OSError, ValueError) as e:  # the worker is gone
+                replies[env_id] = e
+        replies.update(self._gather(sent, self._step_timeout))
+
+        views = self._views
+        streak = self._fail_streak
+        timesteps = {}
+        for env_id in actions:
+            reply = replies[env_id]
+            if type(reply) is not tuple or not reply[0]:
+                error = self._as_error(reply)
+                last_obs = ready[env_id]
+                ready[env_id] = self._restart(env_id, error)
+                timesteps[env_id] = abnormal_timestep(last_obs, error)
+                continue
+            obs, reward, done, info, reset_obs, reset_error = reply[1]
+            obs = views[env_id][0].copy() if obs is None else obs[0]
+            if streak[env_id]:
+                streak[env_id] = 0
+            if done:
+                del ready[env_id]
+                if self._episode_finished(env_id):
+                    if reset_error is None:
+                        ready[env_id] = views[env_id][1].copy() if reset_obs is None else reset_obs[0]
+                    else:
+                        ready[env_id] = self._restart(env_id, EnvWorkerError(reset_error))
+            else:
+                ready[env_id] = obs
+            timesteps[env_id] = BaseEnvTimestep(obs, reward, done, info)
+        return timesteps
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by SIGKILL after a grace period) and join it; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for i, conn in enumerate(self._conns):
+            if conn is not None and i not in self._hung:
+                try:
+                    conn.send(('close', None))
+                except (OSError, ValueError):
+                    pass
+        deadline = time.monotonic() + _CLOSE_TIMEOUT
+        for i, proc in enumerate(self._procs):
+            if proc is None:
+                continue
+            proc.join(0 if i in self._hung else max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+            self._conns[i].close()
+            self._procs[i] = self._conns[i] = None
+        self._hung.clear()
+        self._close_common()

@@ -1,0 +1,97 @@
+"""
+Server side of the response envelope ``{"success": bool, "code": int, "message": str, "data": {...}}``:
+building answers, refusing requests with an error code, and reading JSON request bodies strictly.
+"""
+import json
+from enum import IntEnum
+from typing import Any, Dict, Mapping, Optional
+
+from ..exception import http_status_of
+
+
+def success_response(data: Optional[Mapping[str, Any]] = None, message: str = 'Success.') -> Dict[str, Any]:
+    """Envelope of a successful answer."""
+    return {'success': True, 'code': 0, 'message': message, 'data': dict(data or {})}
+
+
+def failure_response(code: IntEnum, message: str, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Envelope of a refused or failed request."""
+    return {'success': False, 'code': int(code), 'message': message, 'data': dict(data or {})}
+
+
+class ResponsibleException(Exception):
+    """
+    An exception that is also an answer: raised inside a request handler (or a slave hook), it is turned
+    into a failure envelope with its error ``code`` and an HTTP status derived from the code.
+    """
+
+    def __init__(
+        self,
+        code: IntEnum,
+        message: str,
+        data: Optional[Mapping[str, Any]] = None,
+        status_code: Optional[int] = None
+    ):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = dict(data or {})
+        self.status_code = status_code if status_code is not None else http_status_of(code)
+
+    def get_response(self) -> Dict[str, Any]:
+        """The failure envelope of this exception."""
+        return failure_response(self.code, self.message, self.data)
+
+
+def parse_json_object(raw: bytes, invalid_code: IntEnum, allow_empty: bool = False) -> Dict[str, Any]:
+    """
+    Decode a request body that must be a JSON object (never anything else: no pickles, no arrays).
+    ``allow_empty`` accepts an empty body as ``{}``. Raises ``ResponsibleException(invalid_code)``.
+    """
+    if not raw:
+        if allow_empty:
+            return {}
+        raise ResponsibleException(invalid_code, 'Request body is empty; a JSON object is required.')
+    try:
+        body = json.loads(raw.decode('utf-8'))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ResponsibleException(invalid_code, 'Request body is not valid JSON: {}.'.format(err)) from None
+    if not isinstance(body, dict):
+        raise ResponsibleException(
+            invalid_code, 'Request body must be a JSON object, got {}.'.format(type(body).__name__)
+        )
+    return body
+
+
+def get_object_field(
+        body: Mapping[str, Any], key: str, invalid_code: IntEnum, required: bool = True
+) -> Dict[str, Any]:
+    """``body[key]`` checked to be a JSON object (``{}`` when absent and not required)."""
+    if key not in body:
+        if required:
+            raise ResponsibleException(invalid_code, 'Field {!r} is missing from the request body.'.format(key))
+        return {}
+    value = body[key]
+    if not isinstance(value, dict):
+        raise ResponsibleException(
+            invalid_code, 'Field {!r} must be a JSON object, got {}.'.format(key, type(value).__name__)
+        )
+    return value
+
+
+def get_string_field(body: Mapping[str, Any], key: str, invalid_code: IntEnum, max_length: int = 256) -> str:
+    """``body[key]`` checked to be a non-empty string of at most ``max_length`` characters."""
+    value = body.get(key)
+    if not isinstance(value, str) or not value or len(value) > max_length:
+        raise ResponsibleException(
+            invalid_code, 'Field {!r} must be a non-empty string of at most {} characters.'.format(key, max_length)
+        )
+    return value
+
+
+def check_json_serializable(value: Any, what: str, error_code: IntEnum) -> None:
+    """Raise ``ResponsibleException(error_code)`` naming ``what`` when ``value`` cannot be sent as JSON."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as err:
+        raise ResponsibleException(error_code, '{} is not JSON-serializable: {}.'.format(what, err)) from None

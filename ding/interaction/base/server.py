@@ -1,0 +1,282 @@
+"""
+Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
+thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
+"""
+import hmac
+import json
+import logging
+import socket
+import threading
+from enum import IntEnum
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+
+import requests
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from .. import config
+from .common import connectable_host, format_http_address, random_token
+from .envelope import ResponsibleException, failure_response, success_response
+
+logger = logging.getLogger(__name__)
+
+# (rule, methods, view); a view returns a success envelope dict or raises ResponsibleException.
+Route = Tuple[str, Sequence[str], Callable[[], Dict[str, Any]]]
+
+
+class _QuietRequestHandler(WSGIRequestHandler):
+    """Request handler without werkzeug's one-line-per-request access log (errors are still logged)."""
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _json_response(envelope: Dict[str, Any], status: int) -> Response:
+    return Response(json.dumps(envelope), status=status, mimetype='application/json')
+
+
+def build_app(import_name: str, routes: Sequence[Route], codes: Type[IntEnum]) -> Flask:
+    """
+    A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
+    unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
+    """
+    app = Flask(import_name)
+    app.config['MAX_CONTENT_LENGTH'] = config.MAX_REQUEST_BYTES
+
+    def _wrap(view: Callable[[], Dict[str, Any]]) -> Callable[[], Response]:
+
+        def _view() -> Response:
+            try:
+                envelope = view()
+            except ResponsibleException as err:
+                return _json_response(err.get_response(), err.status_code)
+            return _json_response(envelope, 200)
+
+        return _view
+
+    for rule, methods, view in routes:
+        app.add_url_rule(
+            rule, endpoint=rule, view_func=_wrap(view), methods=list(methods), provide_automatic_options=False
+        )
+
+    def _http_error(err: HTTPException) -> Response:
+        status = err.code or 500
+        if status == 404:
+            code, message = codes.ROUTE_NOT_FOUND, 'No route {} {}.'.format(request.method, request.path)
+        elif status == 405:
+            code, message = codes.METHOD_NOT_ALLOWED, 'Method {} is not allowed on {}.'.format(
+                request.method, request.path
+            )
+        elif status < 500:
+            code, message = codes.REQUEST_INVALID, err.description or err.name
+        else:
+            code, message = codes.UNKNOWN_ERROR, err.description or err.name
+        response = _json_response(failure_response(code, message), status)
+        if status == 405 and getattr(err, 'valid_methods', None):
+            response.headers['Allow'] = ', '.join(err.valid_methods)
+        return response
+
+    def _unexpected_error(err: Exception) -> Response:
+        logger.exception('unexpected error while serving %s %s', request.method, request.path)
+        message = 'Unexpected server error: {}: {}'.format(type(err).__name__, err)
+        return _json_response(failure_response(codes.UNKNOWN_ERROR, message), 500)
+
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected_error)
+    return app
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """
+    A socket bound to ``host:port`` and listening. Done here rather than by werkzeug, which prints to
+    stderr and calls ``sys.exit`` when the port is taken; here that is an ``OSError`` naming the address.
+    """
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise OSError(err.errno, 'cannot listen on {}:{}: {}'.format(host, port, err.strerror)) from None
+    return sock
+
+
+class HttpService:
+    """
+    Base of Master and Slave: owns the HTTP server and its thread, a stop flag for worker threads and the
+    service's own token (needed for ``DELETE /shutdown`` over HTTP). One-shot: start once, shut down once.
+    Subclasses give ``_routes()`` and may override ``_start_workers``/``_stop_workers``/``_worker_threads``.
+    """
+    _role = 'service'
+    _codes: Type[IntEnum]
+
+    def __init__(self, host: str, port: int, disable_flask_log: bool = True):
+        if not isinstance(host, str):
+            raise TypeError('host must be a string, got {!r}'.format(host))
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise ValueError('port must be an int in [0, 65535] (0 picks a free port), got {!r}'.format(port))
+        self._host = host
+        self._port = port
+        self._disable_flask_log = disable_flask_log
+        self._self_token = random_token()
+        self._server: Optional[BaseWSGIServer] = None
+        self._server_thread: Optional[threading.Thread] = None
+        self._service_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+
+    # --- for subclasses -------------------------------------------------------------------------------
+    def _routes(self) -> List[Route]:
+        raise NotImplementedError
+
+    def _start_workers(self) -> None:
+        """Start background threads (called once the server listens)."""
+
+    def _stop_workers(self) -> None:
+        """Wind down (called after the stop flag is set, before the server stops serving)."""
+
+    def _worker_threads(self) -> List[threading.Thread]:
+        """Threads that ``join()`` waits for besides the server thread."""
+        return []
+
+    def _check_not_shutting_down(self) -> None:
+        if self._stopping.is_set():
+            raise ResponsibleException(
+                self._codes.SYSTEM_SHUTTING_DOWN, 'This {} is shutting down.'.format(self._role)
+            )
+
+    def _check_channel_header(self, channel: int) -> None:
+        raw = request.headers.get('Channel')
+        if raw is None or raw == '':
+            raise ResponsibleException(self._codes.CHANNEL_NOT_GIVEN, 'Header "Channel" is required.')
+        try:
+            given = int(raw)
+        except ValueError:
+            given = None
+        if given != channel:
+            raise ResponsibleException(
+                self._codes.CHANNEL_NOT_MATCH, 'Channel {!r} does not match this {}.'.format(raw, self._role)
+            )
+
+    def _check_self_token(self) -> None:
+        token = request.headers.get('Token')
+        if not token:
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
+        if not hmac.compare_digest(token.encode(), self._self_token.encode()):
+            raise ResponsibleException(
+                self._codes.SELF_TOKEN_NOT_MATCH, 'Token does not match this {}.'.format(self._role)
+            )
+
+    def _api_ping(self) -> Dict[str, Any]:
+        return success_response({'role': self._role}, 'PONG!')
+
+    def _api_shutdown(self) -> Dict[str, Any]:
+        self._check_not_shutting_down()
+        self._check_self_token()
+        # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
+        threading.Thread(target=self.shutdown, name='ding-{}-shutdown'.format(self._role), daemon=True).start()
+        return success_response(message='Shutting down.')
+
+    def _thread_name(self, what: str) -> str:
+        return 'ding-{}-{}-{}'.format(self._role, what, self.port)
+
+    # --- public ---------------------------------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The port served on (the OS-chosen one after ``start()`` when configured with 0)."""
+        return self._server.port if self._server is not None else self._port
+
+    @property
+    def self_token(self) -> str:
+        """Token that ``DELETE /shutdown`` requires in its ``Token`` header."""
+        return self._self_token
+
+    @property
+    def is_running(self) -> bool:
+        return self._server is not None and not self._stopping.is_set()
+
+    def start(self) -> None:
+        """Bind and listen (returns once the socket accepts connections), then serve in a background thread."""
+        with self._service_lock:
+            if self._server is not None or self._stopping.is_set():
+                raise RuntimeError('{} can only be started once'.format(type(self).__name__))
+            app = build_app(__name__, self._routes(), self._codes)
+            handler = _QuietRequestHandler if self._disable_flask_log else None
+            sock = _listen(self._host, self._port)
+            try:
+                self._server = make_server(
+                    self._host,
+                    sock.getsockname()[1],
+                    app,
+                    threaded=True,
+                    request_handler=handler,
+                    fd=sock.fileno()
+                )
+            finally:
+                sock.close()  # the server holds its own duplicate of the socket
+            self._server_thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={'poll_interval': config.SERVE_POLL_INTERVAL},
+                name=self._thread_name('http'),
+                daemon=True,
+            )
+            self._server_thread.start()
+        self._start_workers()
+
+    def shutdown(self) -> None:
+        """Stop serving and signal worker threads to end. Idempotent; use ``join()`` to wait for them."""
+        with self._service_lock:
+            if self._stopping.is_set():
+                return
+            self._stopping.set()
+        try:
+            self._stop_workers()
+        finally:
+            if self._server is not None:
+                self._server.shutdown()
+                self._server.server_close()
+            self._stopped.set()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait until shut down and every service thread has ended (``timeout`` bounds the wait for each)."""
+        if not self._stopped.wait(timeout):
+            return
+        current = threading.current_thread()
+        for thread in [self._server_thread] + self._worker_threads():
+            if thread is not None and thread is not current and thread.ident is not None:
+                thread.join(timeout)
+
+    def close(self) -> None:
+        """``shutdown()`` then ``join()``; safe to call any number of times, also before ``start()``."""
+        self.shutdown()
+        self.join()
+
+    def ping(self, timeout: float = 2.0) -> bool:
+        """Whether this service's own HTTP server answers ``GET /ping``."""
+        if self._server is None:
+            return False
+        url = format_http_address(connectable_host(self._host), self.port) + '/ping'
+        try:
+            with requests.Session() as session:
+                session.trust_env = False
+                response = session.get(url, timeout=timeout)
+            return response.status_code == 200 and response.json().get('success') is True
+        except (requests.RequestException, ValueError):
+            return False
+
+    def __enter__(self) -> 'HttpService':
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return '{}({}:{})'.format(type(self).__name__, self._host, self.port)

@@ -1,0 +1,243 @@
+"""The master's handle on one slave: connect, disconnect, send tasks."""
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+
+import requests
+
+from ..base.client import HttpClient
+from ..base.common import random_token
+from ..exception import SlaveSlaveDisconnectionRefused, get_slave_exception_by_error
+from .task import Task, TaskStatus
+
+if TYPE_CHECKING:
+    from .master import Master
+
+logger = logging.getLogger(__name__)
+
+
+class SlaveConnectionProxy:
+    """
+    Connection from a master to the slave at ``host:port``, registered in the master under ``name`` while
+    connected. Use as a context manager (connect on enter, disconnect on exit) or call ``connect()`` and
+    ``disconnect()``. Each ``connect()`` picks a fresh random token that the slave then requires.
+    """
+
+    def __init__(self, master: 'Master', name: str, host: str, port: int):
+        self._master = master
+        self._name = name
+        self._host = host
+        self._port = port
+        # Everything below is guarded by the master's lock.
+        self._connecting = False
+        self._connected = False
+        self._client: Optional[HttpClient] = None
+        self._master_token: Optional[str] = None
+        self._slave_token: Optional[str] = None
+        self._last_heartbeat = 0.0
+        self._tasks: Dict[str, Task] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    @property
+    def master_token(self) -> Optional[str]:
+        """Token this master sends to the slave on the current link (None when not connected)."""
+        return self._master_token if self._connected else None
+
+    @property
+    def slave_token(self) -> Optional[str]:
+        """Token the slave sends back on the current link (None when not connected)."""
+        return self._slave_token if self._connected else None
+
+    @property
+    def tasks(self) -> List[Task]:
+        """Tasks sent on this connection that have not ended yet."""
+        with self._master._lock:
+            return list(self._tasks.values())
+
+    # --- public -----------------------------------------------------------------------------------------
+    def connect(self, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """
+        Connect to the slave, sending ``data`` to its ``_before_connection``; returns that hook's dict.
+        Raises the slave's error as an exception (e.g. ``SlaveSlaveConnectionRefused``,
+        ``SlaveSlaveAlreadyConnected``, ``SlaveChannelNotMatch``) or ``requests.ConnectionError``.
+        """
+        master = self._master
+        master._check_running()
+        with master._lock:
+            if self._connected or self._connecting:
+                raise RuntimeError('connection {!r} is already connected'.format(self._name))
+            other = master._connections.get(self._name)
+            if other is not None and other is not self:
+                raise ValueError(
+                    'master already has a connected slave named {!r}; disconnect it first'.format(self._name)
+                )
+            self._connecting = True
+            master._pending_connects += 1
+
+        master_token = random_token()
+        client = HttpClient(
+            self._host,
+            self._port, {
+                'Channel': str(master.channel),
+                'Token': master_token
+            },
+            get_slave_exception_by_error,
+            retries=master._request_retries,
+            retry_waiting=master._request_retry_waiting,
+            timeout=master._request_timeout
+        )
+        registered, reply = False, {}
+        try:
+            reply = client.request(
+                'POST', '/connect', {
+                    'master': {
+                        'address': master.address
+                    },
+                    'data': dict(data or {})
+                }
+            )
+            slave_token = reply.get('token')
+            with master._lock:
+                if isinstance(slave_token, str) and slave_token and not master._stopping.is_set():
+                    self._client, self._master_token, self._slave_token = client, master_token, slave_token
+                    self._connected, self._last_heartbeat = True, time.monotonic()
+                    master._connections[self._name] = self
+                    master._by_slave_token[slave_token] = self
+                    registered = True
+        finally:
+            with master._lock:
+                self._connecting = False
+                master._pending_connects -= 1
+                master._pending_cond.notify_all()
+        if not registered:
+            # The slave accepted but we cannot keep the link: release the slave again.
+            self._best_effort_disconnect(client)
+            if master._stopping.is_set():
+                raise RuntimeError('master is shutting down; connection {!r} was not kept'.format(self._name))
+            raise ValueError(
+                'slave {!r} at {}:{} answered /connect without a token'.format(self._name, self._host, self._port)
+            )
+        logger.info('master connected to slave %r at %s:%s', self._name, self._host, self._port)
+        out = reply.get('data')
+        return out if isinstance(out, dict) else {}
+
+    def disconnect(self, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """
+        Disconnect from the slave (``data`` goes to its ``_before_disconnection``); returns that hook's dict.
+        Tasks still in flight fail. Raises ``SlaveSlaveDisconnectionRefused`` (and stays connected) if the slave
+        refuses; when the slave cannot be reached or has already dropped this master, the connection is
+        dropped locally with a warning. No-op when not connected.
+        """
+        with self._master._lock:
+            client = self._client if self._connected else None
+        if client is None:
+            return {}
+        reply: Dict[str, Any] = {}
+        try:
+            reply = client.request('DELETE', '/disconnect', {'data': dict(data or {})})
+        except SlaveSlaveDisconnectionRefused:
+            raise
+        except requests.RequestException as err:
+            logger.warning('slave %r did not acknowledge the disconnection (%s); dropping it anyway', self._name, err)
+        self._drop('connection {!r} was disconnected'.format(self._name))
+        out = reply.get('data')
+        return out if isinstance(out, dict) else {}
+
+    def new_task(self, data: Mapping[str, Any], timeout: Optional[float] = None) -> Task:
+        """
+        A new task (not sent yet: call ``start()``) carrying ``data``, a JSON-serializable dict. With
+        ``timeout`` (seconds from ``start()``), the task fails when the slave has not answered in time.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError('task data must be a dict, got {}'.format(type(data).__name__))
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError('task timeout must be a positive number of seconds or None, got {!r}'.format(timeout))
+        return Task(self, dict(data), timeout=None if timeout is None else float(timeout))
+
+    def ping(self, timeout: float = 2.0) -> bool:
+        """Whether the slave's HTTP server answers ``GET /ping`` (needs no connection)."""
+        client = HttpClient(self._host, self._port, {}, get_slave_exception_by_error, retries=0, timeout=timeout)
+        try:
+            client.request('GET', '/ping', idempotent=True)
+        except requests.RequestException:
+            return False
+        return True
+
+    def __enter__(self) -> 'SlaveConnectionProxy':
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.disconnect()
+
+    def __repr__(self) -> str:
+        return 'SlaveConnectionProxy(name={!r}, address={}:{}, connected={})'.format(
+            self._name, self._host, self._port, self._connected
+        )
+
+    # --- internals (used by Task and Master) ------------------------------------------------------------
+    def _send_task(self, task: Task) -> None:
+        with self._master._lock:
+            if not self._connected:
+                raise RuntimeError('connection {!r} is not connected'.format(self._name))
+            if task.id in self._tasks:
+                raise RuntimeError('task {} was already sent on {!r}'.format(task.id, self._name))
+            self._tasks[task.id] = task
+            client = self._client
+        try:
+            client.request('POST', '/task/new', {'task': {'id': task.id}, 'data': task.data})
+        except BaseException:
+            self._pop_task(task.id)
+            raise
+
+    def _pop_task(self, task_id: str) -> Optional[Task]:
+        with self._master._lock:
+            return self._tasks.pop(task_id, None)
+
+    def _drop(self, reason: str) -> bool:
+        """Forget the connection locally and fail its tasks with ``reason``; False if it was not connected."""
+        master = self._master
+        with master._lock:
+            if not self._connected:
+                return False
+            self._connected = False
+            if master._connections.get(self._name) is self:
+                del master._connections[self._name]
+            if master._by_slave_token.get(self._slave_token) is self:
+                del master._by_slave_token[self._slave_token]
+            tasks = list(self._tasks.values())
+            self._tasks.clear()
+        for task in tasks:
+            task._finish(TaskStatus.TASK_FAILED, {'message': '{}; task {} failed'.format(reason, task.id)})
+        return True
+
+    def _best_effort_disconnect(self, client: HttpClient) -> None:
+        """One quick disconnection attempt whose failure is ignored (used when closing the master)."""
+        try:
+            client.request('DELETE', '/disconnect', {'data': {}}, retries=0, timeout=min(client.timeout, 3.0))
+        except requests.RequestException as err:
+            logger.debug('best-effort disconnection of %r failed: %s', self._name, err)
+
+    def _close(self, reason: str) -> None:
+        """Master shutdown: tell the slave once, then drop the connection whatever the answer."""
+        with self._master._lock:
+            client = self._client if self._connected else None
+        if client is None:
+            return
+        self._best_effort_disconnect(client)
+        self._drop(reason)

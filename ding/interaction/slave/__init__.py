@@ -1,0 +1,3 @@
+"""Slave side: Slave server and the exceptions its hooks raise."""
+from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
+from .slave import Slave

@@ -1,0 +1,357 @@
+"""
+Slave: an HTTP server that accepts one master at a time, runs its tasks asynchronously and reports
+results back, sending heartbeats to the master while connected. Subclass it and implement ``_process_task``.
+"""
+import hmac
+import json
+import logging
+import threading
+from typing import Any, Dict, List, Mapping, Optional
+
+import requests
+from flask import request
+
+from ..base.client import HttpClient
+from ..base.common import check_channel, check_positive, check_retries, format_http_address, random_token, \
+    split_http_address
+from ..base.envelope import ResponsibleException, check_json_serializable, get_object_field, get_string_field, \
+    parse_json_object, success_response
+from ..base.server import HttpService, Route
+from ..config import DEFAULT_CHANNEL, DEFAULT_HEARTBEAT_SPAN, DEFAULT_REQUEST_RETRIES, \
+    DEFAULT_REQUEST_RETRY_WAITING, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SLAVE_PORT, LOCAL_HOST
+from ..exception import SlaveErrorCode, get_master_exception_by_error
+from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
+
+logger = logging.getLogger(__name__)
+
+
+class _MasterLink:
+    """State of the current connection: the master's token (it must send), ours (we send) and its address."""
+
+    def __init__(self, address: str, master_token: str, slave_token: str, client: HttpClient):
+        self.address = address
+        self.master_token = master_token
+        self.slave_token = slave_token
+        self.client = client
+
+
+class Slave(HttpService):
+    """
+    Interaction slave (e.g. a learner or collector process).
+
+    Endpoints: ``POST /connect``, ``DELETE /disconnect``, ``POST /task/new`` (master, with headers
+    ``Channel`` and ``Token``), ``GET /ping`` (anyone), ``DELETE /shutdown`` (``Token`` = ``self_token``).
+    One task runs at a time, in its own thread; ``/task/new`` answers as soon as the task is accepted and
+    the result goes to the master's ``/slave/task/complete`` or ``/slave/task/fail``.
+
+    Hooks for subclasses: ``_before_connection``, ``_after_connection``, ``_before_disconnection``,
+    ``_after_disconnection``, ``_before_task``, ``_process_task`` (required), ``_lost_connection``.
+    """
+    _role = 'slave'
+    _codes = SlaveErrorCode
+
+    def __init__(
+        self,
+        host: Optional[str] = None,
+        port: Optional[int] = None,
+        heartbeat_span: Optional[float] = DEFAULT_HEARTBEAT_SPAN,
+        request_retries: Optional[int] = DEFAULT_REQUEST_RETRIES,
+        request_retry_waiting: Optional[float] = DEFAULT_REQUEST_RETRY_WAITING,
+        channel: Optional[int] = DEFAULT_CHANNEL,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+        disable_flask_log: bool = True,
+    ):
+        """
+        ``host``/``port``: where to listen (None: 127.0.0.1 and 7236; port 0 picks a free port, see ``.port``).
+        ``heartbeat_span``: seconds between heartbeats to the master. ``request_retries``/``request_retry_waiting``:
+        extra attempts and the pause between them for requests to the master (connection errors/5xx only).
+        ``channel``: must equal the master's. ``request_timeout``: seconds per HTTP request.
+        ``disable_flask_log``: drop werkzeug's per-request access log. None means the default for any argument.
+        """
+        super().__init__(
+            LOCAL_HOST if host is None else host, DEFAULT_SLAVE_PORT if port is None else port, disable_flask_log
+        )
+        self._heartbeat_span = check_positive(
+            'heartbeat_span', DEFAULT_HEARTBEAT_SPAN if heartbeat_span is None else heartbeat_span
+        )
+        self._request_retries = DEFAULT_REQUEST_RETRIES if request_retries is None else request_retries
+        self._request_retry_waiting = DEFAULT_REQUEST_RETRY_WAITING \
+            if request_retry_waiting is None else request_retry_waiting
+        check_retries(self._request_retries, self._request_retry_waiting)
+        self._request_timeout = check_positive(
+            'request_timeout', DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
+        )
+        self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
+
+        self._link: Optional[_MasterLink] = None
+        self._link_lock = threading.Lock()
+        self._task_lock = threading.Lock()
+        self._task_id: Optional[str] = None
+        self._task_thread: Optional[threading.Thread] = None
+        self._heartbeat_thread: Optional[threading.Thread] = None
+
+    # --- properties -------------------------------------------------------------------------------------
+    @property
+    def channel(self) -> int:
+        return self._channel
+
+    @property
+    def is_connected(self) -> bool:
+        return self._link is not None
+
+    @property
+    def master_address(self) -> Optional[str]:
+        """``http://host:port`` of the connected master, None when not connected."""
+        link = self._link
+        return link.address if link is not None else None
+
+    @property
+    def current_task_id(self) -> Optional[str]:
+        """Id of the task being processed, None when idle."""
+        return self._task_id
+
+    # --- service plumbing -------------------------------------------------------------------------------
+    def _routes(self) -> List[Route]:
+        return [
+            ('/connect', ['POST'], self._api_connect),
+            ('/disconnect', ['DELETE'], self._api_disconnect),
+            ('/task/new', ['POST'], self._api_new_task),
+            ('/ping', ['GET'], self._api_ping),
+            ('/shutdown', ['DELETE'], self._api_shutdown),
+        ]
+
+    def _start_workers(self) -> None:
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat_loop, name=self._thread_name('heartbeat'), daemon=True
+        )
+        self._heartbeat_thread.start()
+
+    def _worker_threads(self) -> List[threading.Thread]:
+        return [t for t in (self._heartbeat_thread, self._task_thread) if t is not None]
+
+    # --- request checks ---------------------------------------------------------------------------------
+    def _master_token_header(self) -> str:
+        token = request.headers.get('Token')
+        if not token:
+            raise ResponsibleException(SlaveErrorCode.MASTER_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
+        return token
+
+    def _check_master(self) -> _MasterLink:
+        """Checks of every request from the connected master; returns the link it belongs to."""
+        self._check_not_shutting_down()
+        self._check_channel_header(self._channel)
+        token = self._master_token_header()
+        link = self._link
+        if link is None:
+            raise ResponsibleException(SlaveErrorCode.SLAVE_NOT_CONNECTED, 'This slave is not connected.')
+        if not hmac.compare_digest(token.encode(), link.master_token.encode()):
+            raise ResponsibleException(
+                SlaveErrorCode.MASTER_TOKEN_NOT_MATCH, 'Token does not match the connected master.'
+            )
+        return link
+
+    def _call_hook(self, hook: Any, *args: Any) -> None:
+        """Run an ``_after_*``/``_lost_connection`` hook; its errors are logged, never sent to the master."""
+        try:
+            hook(*args)
+        except Exception:
+            logger.exception('%s.%s raised', type(self).__name__, getattr(hook, '__name__', hook))
+
+    # --- endpoints --------------------------------------------------------------------------------------
+    def _api_connect(self) -> Dict[str, Any]:
+        self._check_not_shutting_down()
+        self._check_channel_header(self._channel)
+        master_token = self._master_token_header()
+        body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID)
+        master_info = get_object_field(body, 'master', SlaveErrorCode.REQUEST_INVALID)
+        address = get_string_field(master_info, 'address', SlaveErrorCode.REQUEST_INVALID)
+        try:
+            master_host, master_port, https = split_http_address(address)
+        except ValueError as err:
+            raise ResponsibleException(SlaveErrorCode.REQUEST_INVALID, str(err)) from None
+        data = get_object_field(body, 'data', SlaveErrorCode.REQUEST_INVALID, required=False)
+
+        with self._link_lock:
+            if self._link is not None:
+                raise ResponsibleException(
+                    SlaveErrorCode.SLAVE_ALREADY_CONNECTED,
+                    'This slave is already connected to master {}.'.format(self._link.address)
+                )
+            try:
+                reply = self._before_connection(data)
+            except ConnectionRefuse as err:
+                self._call_hook(self._after_connection, err.status_code, False, int(err.code), err.message, err.data)
+                raise
+            reply = self._check_hook_reply(reply, '_before_connection')
+            slave_token = random_token()
+            client = HttpClient(
+                master_host,
+                master_port, {
+                    'Channel': str(self._channel),
+                    'Token': slave_token
+                },
+                get_master_exception_by_error,
+                retries=self._request_retries,
+                retry_waiting=self._request_retry_waiting,
+                timeout=self._request_timeout,
+                https=https
+            )
+            self._link = _MasterLink(format_http_address(master_host, master_port, https), master_token,
+                                     slave_token, client)
+        logger.info('slave %s connected to master %s', self, address)
+        self._call_hook(self._after_connection, 200, True, int(SlaveErrorCode.SUCCESS), 'Connected.', reply)
+        return success_response({'token': slave_token, 'data': reply}, 'Connected.')
+
+    def _api_disconnect(self) -> Dict[str, Any]:
+        link = self._check_master()
+        body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID, allow_empty=True)
+        data = get_object_field(body, 'data', SlaveErrorCode.REQUEST_INVALID, required=False)
+        with self._link_lock:
+            if self._link is not link:
+                raise ResponsibleException(
+                    SlaveErrorCode.MASTER_TOKEN_NOT_MATCH, 'Token does not match the connected master.'
+                )
+            try:
+                reply = self._before_disconnection(data)
+            except DisconnectionRefuse as err:
+                self._call_hook(
+                    self._after_disconnection, err.status_code, False, int(err.code), err.message, err.data
+                )
+                raise
+            reply = self._check_hook_reply(reply, '_before_disconnection')
+            self._link = None
+        logger.info('slave %s disconnected from master %s', self, link.address)
+        self._call_hook(self._after_disconnection, 200, True, int(SlaveErrorCode.SUCCESS), 'Disconnected.', reply)
+        return success_response({'data': reply}, 'Disconnected.')
+
+    def _api_new_task(self) -> Dict[str, Any]:
+        link = self._check_master()
+        body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID)
+        task_info = get_object_field(body, 'task', SlaveErrorCode.TASK_DATA_INVALID)
+        task_id = get_string_field(task_info, 'id', SlaveErrorCode.TASK_DATA_INVALID)
+        data = get_object_field(body, 'data', SlaveErrorCode.TASK_DATA_INVALID)
+        with self._task_lock:
+            if self._task_id is not None:
+                raise ResponsibleException(
+                    SlaveErrorCode.TASK_ALREADY_EXIST,
+                    'This slave is busy with task {} (one task at a time).'.format(self._task_id)
+                )
+            self._before_task(data)  # TaskRefuse propagates as the answer
+            thread = threading.Thread(
+                target=self._run_task, args=(task_id, data, link), name=self._thread_name('task'), daemon=True
+            )
+            self._task_id, self._task_thread = task_id, thread
+            thread.start()
+        return success_response({'task': {'id': task_id}}, 'Task accepted.')
+
+    # --- task execution ---------------------------------------------------------------------------------
+    def _run_task(self, task_id: str, data: Dict[str, Any], link: _MasterLink) -> None:
+        kind, result = 'complete', {}
+        try:
+            result = self._process_task(data)
+            if result is None:
+                result = {}
+            if not isinstance(result, Mapping):
+                raise TypeError('_process_task must return a dict, got {}'.format(type(result).__name__))
+            result = dict(result)
+        except TaskFail as fail:
+            kind, result = 'fail', fail.result
+            result.setdefault('message', fail.message)
+        except TaskRefuse as refuse:
+            kind, result = 'fail', refuse.data
+            result.setdefault('message', refuse.message)
+            result['refused'] = True
+        except Exception as err:
+            logger.exception('task %s raised in %s._process_task', task_id, type(self).__name__)
+            kind, result = 'fail', {'message': '{}: {}'.format(type(err).__name__, err)}
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as err:
+            kind, result = 'fail', {'message': 'task result is not JSON-serializable: {}'.format(err)}
+
+        # Free the slot before reporting: the master may send the next task from its completion callback.
+        with self._task_lock:
+            self._task_id = None
+        if self._link is not link:
+            logger.info('result of task %s dropped: the master that sent it is no longer connected', task_id)
+            return
+        try:
+            link.client.request(
+                'PUT', '/slave/task/' + kind, {
+                    'task': {
+                        'id': task_id
+                    },
+                    'result': result
+                }, abort=self._stopping
+            )
+        except requests.RequestException as err:
+            logger.warning('could not report task %s to master %s: %s', task_id, link.address, err)
+
+    # --- heartbeat --------------------------------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.wait(self._heartbeat_span):
+            link = self._link
+            if link is None:
+                continue
+            try:
+                link.client.request('GET', '/slave/heartbeat', abort=self._stopping, idempotent=True)
+            except requests.RequestException as err:
+                if self._stopping.is_set():
+                    break
+                with self._link_lock:
+                    if self._link is not link:
+                        continue
+                    # The master dropped us or is gone: free the slave so that a master can connect again.
+                    self._link = None
+                logger.warning('slave %s lost master %s: %s', self, link.address, err)
+                self._call_hook(self._lost_connection, link.address, err)
+
+    def _check_hook_reply(self, reply: Any, hook: str) -> Dict[str, Any]:
+        if reply is None:
+            return {}
+        if not isinstance(reply, Mapping):
+            raise ResponsibleException(
+                SlaveErrorCode.UNKNOWN_ERROR, '{}.{} must return a dict or None, got {}.'.format(
+                    type(self).__name__, hook, type(reply).__name__
+                )
+            )
+        reply = dict(reply)
+        check_json_serializable(reply, '{}.{} result'.format(type(self).__name__, hook), SlaveErrorCode.UNKNOWN_ERROR)
+        return reply
+
+    # --- hooks ------------------------------------------------------------------------------------------
+    def _before_connection(self, data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """
+        Called with the master's connection data before accepting it; the returned dict (JSON-serializable)
+        is what ``conn.connect()`` returns on the master. Raise ``ConnectionRefuse`` to refuse.
+        """
+        return None
+
+    def _after_connection(
+            self, status_code: int, success: bool, code: int, message: str, data: Dict[str, Any]
+    ) -> None:
+        """Called after a connection request was accepted (``success``) or refused."""
+
+    def _before_disconnection(self, data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """Called before the master disconnects; raise ``DisconnectionRefuse`` to stay connected."""
+        return None
+
+    def _after_disconnection(
+            self, status_code: int, success: bool, code: int, message: str, data: Dict[str, Any]
+    ) -> None:
+        """Called after a disconnection request was accepted (``success``) or refused."""
+
+    def _before_task(self, data: Dict[str, Any]) -> None:
+        """Called synchronously when a task arrives; raise ``TaskRefuse`` to refuse it (the answer is 403)."""
+
+    def _process_task(self, task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """
+        Run one task (in a worker thread) and return its result: a JSON-serializable dict. Raise ``TaskFail``
+        to report failure; any other exception is reported as failure too, with its message.
+        A task that blocks (waiting for data) should give up once ``self.is_running`` turns False:
+        ``join()``/``close()`` wait for the running task.
+        """
+        raise NotImplementedError('{} must implement _process_task'.format(type(self).__name__))
+
+    def _lost_connection(self, master_address: str, err: Exception) -> None:
+        """Called when heartbeats to the master fail (it dropped this slave or cannot be reached)."""

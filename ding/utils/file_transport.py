@@ -1,0 +1,117 @@
+"""Trajectories and policy weights passed between parallel workers through a shared directory.
+
+Files are checkpoints (safetensors + manifest, see ``ding.utils.checkpoint``): written atomically,
+sha256-verified on read, never unpickled. A sample is referenced by a ``data_id`` of the form
+``'<file name>#<index>'`` relative to ``path_data``.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Dict, List, Tuple
+
+import torch
+
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+POLICY_FILE_PREFIX = 'policy_'
+
+
+def _to_columns(samples: List[Dict[str, Any]]) -> Dict[str, Any] | None:
+    """Stack same-shaped tensors key by key: one tensor per key writes and reads far faster than many."""
+    keys = samples[0].keys()
+    if any(s.keys() != keys for s in samples):
+        return None
+    columns: Dict[str, Any] = {}
+    for key in keys:
+        values = [s[key] for s in samples]
+        first = values[0]
+        if isinstance(first, torch.Tensor) and all(
+                isinstance(v, torch.Tensor) and v.shape == first.shape and v.dtype == first.dtype for v in values):
+            columns[key] = torch.stack(values)
+        else:
+            columns[key] = values
+    return columns
+
+
+def _from_columns(columns: Dict[str, Any]) -> List[Dict[str, Any]]:
+    n = len(next(iter(columns.values()))) if columns else 0
+    return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+
+
+def save_samples(path_data: str, file_stem: str, samples: List[Dict[str, Any]]) -> List[str]:
+    """Write ``samples`` as one file named ``file_stem`` in ``path_data``; return one data_id per sample."""
+    if not samples:
+        return []
+    os.makedirs(path_data, exist_ok=True)
+    columns = _to_columns(samples)
+    state = {'columns': columns} if columns is not None else {'samples': samples}
+    final = save_checkpoint(os.path.join(path_data, file_stem), state)
+    name = os.path.basename(final)
+    return [f'{name}#{i}' for i in range(len(samples))]
+
+
+def split_data_id(data_id: str) -> Tuple[str, int]:
+    name, sep, index = data_id.rpartition('#')
+    if not sep or not name or not index.isdigit() or os.sep in name or name.startswith('.'):
+        raise ValueError(f"malformed data_id '{data_id}' (expected '<file name>#<index>')")
+    return name, int(index)
+
+
+class SampleReader:
+    """Loads samples by data_id, caching the few most recent files (a batch usually hits few files)."""
+
+    def __init__(self, path_data: str, cache_files: int = 64) -> None:
+        self.path_data = path_data
+        self._cache: 'OrderedDict[str, List[Dict[str, Any]]]' = OrderedDict()
+        self._cache_files = cache_files
+        self._lock = threading.Lock()
+
+    def _file(self, name: str) -> List[Dict[str, Any]]:
+        with self._lock:
+            samples = self._cache.get(name)
+            if samples is not None:
+                self._cache.move_to_end(name)
+                return samples
+        state = load_checkpoint(os.path.join(self.path_data, name))
+        samples = _from_columns(state['columns']) if 'columns' in state else state['samples']
+        with self._lock:
+            self._cache[name] = samples
+            while len(self._cache) > self._cache_files:
+                self._cache.popitem(last=False)
+        return samples
+
+    def read(self, data_id: str) -> Dict[str, Any]:
+        """Return the sample; raises ``CheckpointError`` (missing / corrupt file) or ``ValueError`` (bad id)."""
+        name, index = split_data_id(data_id)
+        samples = self._file(name)
+        if index >= len(samples):
+            raise ValueError(f"data_id '{data_id}': file holds only {len(samples)} samples")
+        return samples[index]
+
+
+def save_policy(path_policy: str, name: str, state_dict: Dict[str, Any], policy_iter: int) -> str:
+    """Publish weights as ``{path_policy}/{name}.safetensors``; readers see the old or the new file, never half."""
+    os.makedirs(path_policy, exist_ok=True)
+    return save_checkpoint(os.path.join(path_policy, name), {'model': state_dict, 'policy_iter': policy_iter,
+                                                             'last_iter': policy_iter})
+
+
+def load_policy(path: str) -> Tuple[Dict[str, Any], int]:
+    """Return ``(model_state_dict, policy_iter)``; raises ``CheckpointError`` naming the file when bad."""
+    state = load_checkpoint(path)
+    return state['model'], int(state.get('policy_iter', state.get('last_iter', 0)))
+
+
+_counter = itertools.count()
+
+
+def unique_stem(prefix: str) -> str:
+    """A file stem unique within this process and across processes (pid + counter)."""
+    return f'{prefix}_{os.getpid()}_{next(_counter)}'
+
+
+__all__ = ['save_samples', 'SampleReader', 'split_data_id', 'save_policy', 'load_policy', 'unique_stem',
+           'CheckpointError']

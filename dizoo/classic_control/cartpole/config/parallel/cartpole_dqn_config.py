@@ -1,0 +1,104 @@
+"""CartPole DQN in parallel mode: one coordinator, one learner and two collector processes on this machine.
+
+Run with ``ding -m parallel -c dizoo/classic_control/cartpole/config/parallel/cartpole_dqn_config.py -s 0``.
+Logs, weights and sample files go to ``./cartpole_dqn_parallel/`` (``log/``, ``policy/``, ``data/``).
+"""
+from easydict import EasyDict
+
+cartpole_dqn_config = dict(
+    exp_name='cartpole_dqn_parallel',
+    env=dict(
+        collector_env_num=8,
+        evaluator_env_num=5,
+        n_evaluator_episode=5,
+        stop_value=195,
+    ),
+    policy=dict(
+        cuda=False,
+        model=dict(
+            obs_shape=4,
+            action_shape=2,
+            encoder_hidden_size_list=[128, 128, 64],
+            dueling=True,
+        ),
+        nstep=1,
+        discount_factor=0.97,
+        learn=dict(
+            batch_size=64,
+            learning_rate=0.001,
+            learner=dict(
+                learner_num=1,
+                send_policy_freq=1,
+            ),
+        ),
+        collect=dict(
+            n_sample=16,
+            collector=dict(
+                collector_num=2,
+                update_policy_second=3,
+            ),
+        ),
+        other=dict(
+            eps=dict(
+                type='linear',
+                start=0.95,
+                end=0.1,
+                decay=10000,
+            ),
+            # sample metadata kept by the coordinator; uniform sampling (DQN here uses no priorities)
+            replay_buffer=dict(replay_buffer_size=20000, priority=False),
+            commander=dict(
+                # one collector task per collector (collector_task_space defaults to collector_num);
+                # an evaluation every eval_interval seconds
+                eval_interval=2,
+            ),
+        ),
+    ),
+)
+cartpole_dqn_config = EasyDict(cartpole_dqn_config)
+main_config = cartpole_dqn_config
+
+cartpole_dqn_create_config = dict(
+    env=dict(
+        type='cartpole',
+        import_names=['dizoo.classic_control.cartpole.envs.cartpole_env'],
+    ),
+    env_manager=dict(type='base'),
+    policy=dict(type='dqn_command'),
+    learner=dict(type='base', import_names=['ding.worker.learner.base_learner']),
+    collector=dict(
+        type='zergling',
+        import_names=['ding.worker.collector.zergling_parallel_collector'],
+    ),
+    commander=dict(
+        type='solo',
+        import_names=['ding.worker.coordinator.solo_parallel_commander'],
+    ),
+    comm_learner=dict(
+        type='flask_fs',
+        import_names=['ding.worker.learner.comm.flask_fs_learner'],
+    ),
+    comm_collector=dict(
+        type='flask_fs',
+        import_names=['ding.worker.collector.comm.flask_fs_collector'],
+    ),
+    replay_buffer=dict(type='advanced'),
+)
+cartpole_dqn_create_config = EasyDict(cartpole_dqn_create_config)
+create_config = cartpole_dqn_create_config
+
+cartpole_dqn_system_config = dict(
+    coordinator=dict(),
+    # shared directories of sample files and policy weights (every process must see them);
+    # '{exp_name}' is replaced by the experiment name
+    path_data='./{exp_name}/data',
+    path_policy='./{exp_name}/policy',
+    communication_mode='auto',
+    learner_gpu_num=0,
+)
+cartpole_dqn_system_config = EasyDict(cartpole_dqn_system_config)
+system_config = cartpole_dqn_system_config
+
+if __name__ == '__main__':
+    from ding.entry.parallel_entry import parallel_pipeline
+    parallel_pipeline((main_config, create_config, system_config), seed=0)

@@ -1,0 +1,78 @@
+"""The ``ding`` command as a user runs it: a real subprocess, real files."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py')
+
+
+def run_ding(args, cwd, timeout=240):
+    env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', OMP_NUM_THREADS='1')
+    return subprocess.run([sys.executable, '-m', 'ding.entry.cli', *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_missing_config_file_is_one_line_error(tmp_path):
+    result = run_ding(['-m', 'serial', '-c', 'no_such_config.py'], tmp_path)
+    assert result.returncode == 2
+    assert "config file 'no_such_config.py' not found" in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+def test_broken_config_file_names_the_file(tmp_path):
+    broken = tmp_path / 'broken_config.py'
+    broken.write_text('main_config = dict(\n')
+    result = run_ding(['-m', 'serial', '-c', str(broken)], tmp_path)
+    assert result.returncode == 2
+    assert 'broken_config.py' in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+def test_typo_in_config_key_fails_before_any_work(tmp_path):
+    text = open(DQN_CONFIG).read().replace('learning_rate=0.001', 'learning_rat=0.001')
+    cfg = tmp_path / 'typo_config.py'
+    cfg.write_text(text)
+    result = run_ding(['-m', 'serial', '-c', str(cfg), '-s', '0'], tmp_path)
+    assert result.returncode == 2
+    assert 'policy.learn.learning_rat' in result.stderr
+    assert 'learning_rate' in result.stderr  # the closest valid key is suggested
+    assert not (tmp_path / 'cartpole_dqn_seed0' / 'ckpt').exists()
+
+
+def test_query_registry_lists_builtin_components(tmp_path):
+    result = run_ding(['-q', 'policy'], tmp_path)
+    assert result.returncode == 0, result.stderr
+    for name in ('dqn', 'ppo', 'a2c', 'dqn_command'):
+        assert name in result.stdout
+
+
+def test_version(tmp_path):
+    result = run_ding(['-v'], tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith('ding ')
+
+
+def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
+    result = run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '3', '--train-iter', '30'], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    exp = tmp_path / 'cartpole_dqn_seed3'
+    assert (exp / 'total_config.py').is_file()
+    assert any((exp / 'log').rglob('*_logger.txt'))
+    assert any(p.name.startswith('events.out.tfevents') for p in (exp / 'log').rglob('*'))
+    assert (exp / 'ckpt').is_dir() and any((exp / 'ckpt').glob('*.safetensors'))
+    summary = [line for line in result.stderr.splitlines() if line.startswith('[ding] cartpole_dqn_seed3')]
+    assert summary and ('train iters 30' in summary[-1] or 'SOLVED' in summary[-1])
+
+
+def test_eval_mode_loads_a_checkpoint(tmp_path):
+    train = run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '0', '--train-iter', '20'], tmp_path)
+    assert train.returncode == 0, train.stderr[-3000:]
+    ckpts = sorted((tmp_path / 'cartpole_dqn_seed0' / 'ckpt').glob('*.safetensors'))
+    assert ckpts
+    result = run_ding(['-m', 'eval', '-c', DQN_CONFIG, '-s', '0', '--load-path', str(ckpts[-1]),
+                       '--exp-name', 'cartpole_dqn_eval'], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'mean return' in result.stderr

@@ -1,0 +1,73 @@
+"""Fixtures for the interaction tests: real masters and slaves on 127.0.0.1, free ports, fast timings."""
+import os
+import sys
+from typing import Any, Callable, List
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for interaction_helpers, whatever the import mode
+
+from ding.interaction import Master, Slave  # noqa: E402
+from interaction_helpers import FAST_MASTER, FAST_SLAVE, CalcSlave, wait_until  # noqa: E402
+
+
+@pytest.fixture
+def make_slave() -> Callable[..., Slave]:
+    """Factory: a started slave on a free port (``cls`` and kwargs customise it); all are closed at teardown."""
+    started: List[Slave] = []
+
+    def _make(cls: type = CalcSlave, **kwargs: Any) -> Slave:
+        options = dict(FAST_SLAVE, port=0)
+        options.update(kwargs)
+        slave = cls(**options)
+        slave.start()
+        started.append(slave)
+        return slave
+
+    yield _make
+    for slave in started:
+        if hasattr(slave, 'release'):
+            slave.release.set()  # let blocked tasks end so that join() returns
+        slave.close()
+
+
+@pytest.fixture
+def make_master() -> Callable[..., Master]:
+    """Factory: a started master on a free port; all are closed at teardown."""
+    started: List[Master] = []
+
+    def _make(**kwargs: Any) -> Master:
+        options = dict(FAST_MASTER, port=0)
+        options.update(kwargs)
+        master = Master(**options)
+        master.start()
+        started.append(master)
+        return master
+
+    yield _make
+    for master in started:
+        master.close()
+
+
+@pytest.fixture
+def slave(make_slave) -> CalcSlave:
+    return make_slave()
+
+
+@pytest.fixture
+def master(make_master) -> Master:
+    return make_master()
+
+
+@pytest.fixture
+def conn(master, slave):
+    """A connection from ``master`` to ``slave``, connected."""
+    connection = master.new_connection('calc', '127.0.0.1', slave.port)
+    connection.connect()
+    yield connection
+    connection.disconnect()
+
+
+@pytest.fixture
+def wait() -> Callable[..., bool]:
+    return wait_until
