@@ -42,7 +42,7 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     from ding.config import compile_config
     from ding.envs import create_env_manager, get_vec_env_setting
     from ding.policy import create_policy
-    from ding.utils import set_pkg_seed
+    from ding.utils import config_hash, set_pkg_seed
     from ding.worker import (BaseLearner, InteractionSerialEvaluator, create_buffer, create_serial_collector,
                              create_serial_commander)
 
@@ -67,6 +67,7 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     tb_logger = SummaryWriter(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
+    learner.config_hash = config_hash(cfg)
     closables.insert(0, learner.close)
     collector = create_serial_collector(cfg.policy.collect.collector, env=collector_env,
                                         policy=policy.collect_mode, tb_logger=tb_logger, exp_name=cfg.exp_name)

@@ -1,0 +1,1 @@
+from .base_serial_commander import BaseSerialCommander, create_serial_commander

@@ -1,0 +1,11 @@
+"""The learner: ``BaseLearner`` and its hooks."""
+from .learner_hook import (Hook, LearnerHook, LoadCkptHook, SaveCkptHook, LogShowHook, LogReduceHook,
+                           register_learner_hook, build_learner_hook_by_cfg, add_learner_hook, merge_hooks,
+                           show_hooks)
+from .base_learner import BaseLearner, LearnerMonitor, create_learner
+
+__all__ = [
+    'Hook', 'LearnerHook', 'LoadCkptHook', 'SaveCkptHook', 'LogShowHook', 'LogReduceHook', 'register_learner_hook',
+    'build_learner_hook_by_cfg', 'add_learner_hook', 'merge_hooks', 'show_hooks', 'BaseLearner', 'LearnerMonitor',
+    'create_learner',
+]

@@ -1,0 +1,1 @@
+from .optim import Adam, avoid_dynamo_import
