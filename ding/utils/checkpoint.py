@@ -77,8 +77,8 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to a temp file in the same directory, fsync it, then rename it over ``path``."""
+def _write_temp(path: str, data: bytes) -> str:
+    """Write ``data`` to a fresh temp file beside ``path`` and fsync it; return the temp path."""
     directory = os.path.dirname(path) or '.'
     tmp = os.path.join(directory, '.{}.{}.{}.tmp'.format(os.path.basename(path), os.getpid(), os.urandom(4).hex()))
     # os.open with 0o666 lets the umask decide permissions, like a plain open() would.
@@ -88,13 +88,17 @@ def _atomic_write(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        _remove_quietly(tmp)
         raise
+    return tmp
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 # ------------------------------------------------------------------------------ flatten / unflatten
@@ -327,13 +331,22 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
         'created': datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
     }
     mpath = manifest_path(final)
-    # Overwriting (e.g. ckpt_best): drop the old manifest first, so a crash mid-way reads as "incomplete".
+    # Both files are staged (written and fsynced) before either is renamed into place, so a reader polling
+    # an overwritten file (published weights, ckpt_best) sees old or new within two back-to-back renames;
+    # a crash between the renames leaves new data beside the old manifest, which verification refuses.
+    data_tmp = _write_temp(final, data)
     try:
-        os.remove(mpath)
-    except FileNotFoundError:
-        pass
-    _atomic_write(final, data)
-    _atomic_write(mpath, _manifest_text(manifest).encode('utf-8'))
+        manifest_tmp = _write_temp(mpath, _manifest_text(manifest).encode('utf-8'))
+    except BaseException:
+        _remove_quietly(data_tmp)
+        raise
+    try:
+        os.replace(data_tmp, final)
+        os.replace(manifest_tmp, mpath)
+    except BaseException:
+        _remove_quietly(data_tmp)
+        _remove_quietly(manifest_tmp)
+        raise
     _fsync_dir(directory)
     return final
 

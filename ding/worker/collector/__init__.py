@@ -2,3 +2,6 @@ from .base_serial_collector import ISerialCollector, create_serial_collector, ge
 from .sample_serial_collector import SampleSerialCollector
 from .episode_serial_collector import EpisodeSerialCollector
 from .interaction_serial_evaluator import InteractionSerialEvaluator, create_serial_evaluator, get_serial_evaluator_cls
+from .base_parallel_collector import BaseParallelCollector
+from .zergling_parallel_collector import ZerglingParallelCollector
+from .parallel_collector_factory import create_parallel_collector, get_parallel_collector_cls

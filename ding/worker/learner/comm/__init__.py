@@ -1,0 +1,9 @@
+"""Parallel-mode comm learners: the learner process's side of the coordinator protocol (imports flask)."""
+from .base_comm_learner import BaseCommLearner, create_comm_learner
+from .utils import SendPolicyHook, SendLearnInfoHook, LearnInfoGate
+from .flask_fs_learner import FlaskFileSystemLearner, LearnerSlave
+
+__all__ = [
+    'BaseCommLearner', 'create_comm_learner', 'SendPolicyHook', 'SendLearnInfoHook', 'LearnInfoGate',
+    'FlaskFileSystemLearner', 'LearnerSlave'
+]

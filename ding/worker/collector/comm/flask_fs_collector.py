@@ -1,0 +1,401 @@
+"""``FlaskFileSystemCollector``: a comm collector served over HTTP (``ding.interaction``) that writes samples
+to, and reads weights from, a shared directory (``ding.utils.file_transport``).
+
+The coordinator drives it with four tasks (docs: PARALLEL_PROTOCOL.md)::
+
+    resource             -> {'cpu', 'gpu'}
+    collector_start_task -> build the task's parallel collector, start its thread
+    collector_data_task  -> the metadata of the next chunk(s) of samples, or the finish info once the task ended
+    collector_close_task -> stop the task, release its envs
+
+The collector thread writes each chunk of samples as one file (``send_stepdata``) and puts the chunk's
+metadata into a bounded queue (``send_metadata``, which waits while the queue is full: the collector
+never runs far ahead of the coordinator). A data task takes what is queued; with nothing queued it waits
+up to ``data_wait_second`` and then answers an empty chunk, so that a slow env never looks like a dead
+collector. The process stays resident: after a task ended or was closed it accepts the next start task.
+"""
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from easydict import EasyDict
+
+from ding.interaction import Slave, TaskFail
+from ding.utils.file_transport import save_samples, unique_stem
+from ding.utils.log_helper import build_logger, close_logger
+from ding.utils.registry import COMM_COLLECTOR_REGISTRY
+from ding.worker.collector.base_parallel_collector import CollectorStopped
+from .base_comm_collector import BaseCommCollector
+from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_sample_files, resource_info
+
+# How often blocked queue operations wake up to see whether the task was closed (seconds).
+_POLL_S = 0.05
+
+
+class CollectorSlave(Slave):
+    """The collector process's interaction slave: routes the coordinator's tasks to the comm collector.
+
+    ``callback_fn`` maps ``deal_with_resource``, ``deal_with_collector_start``, ``deal_with_collector_data``
+    and ``deal_with_collector_close`` to callables; ``deal_with_lost_master`` (optional) is called with a
+    reason when the coordinator disconnects or stops answering heartbeats.
+    """
+
+    _TASKS = {
+        'resource': 'deal_with_resource',
+        'collector_start_task': 'deal_with_collector_start',
+        'collector_data_task': 'deal_with_collector_data',
+        'collector_close_task': 'deal_with_collector_close',
+    }
+
+    def __init__(self, host: str, port: int, callback_fn: Dict[str, Any], **slave_kwargs: Any) -> None:
+        super().__init__(host, port, **slave_kwargs)
+        missing = [name for name in self._TASKS.values() if not callable(callback_fn.get(name))]
+        if missing:
+            raise KeyError(f'CollectorSlave: callback_fn lacks {missing}')
+        self._callback_fn = callback_fn
+
+    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+        name = task.get('name')
+        callback = self._TASKS.get(name) if isinstance(name, str) else None
+        if callback is None:
+            raise TaskFail({'name': name}, f'collector slave: unknown task name {name!r}; known tasks are '
+                           f'{sorted(self._TASKS)}')
+        fn = self._callback_fn[callback]
+        if name == 'resource':
+            return fn()
+        task_info = task.get('task_info')
+        if not isinstance(task_info, dict):
+            raise TaskFail({'name': name}, f"{name}: 'task_info' must be a dict, got {task_info!r}")
+        return fn(task_info)
+
+    def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
+                             data: Dict[str, Any]) -> None:
+        if success:
+            self._lost('the coordinator disconnected')
+
+    def _lost_connection(self, master_address: str, err: Exception) -> None:
+        self._lost(f'lost the coordinator at {master_address}: {err}')
+
+    def _lost(self, reason: str) -> None:
+        fn = self._callback_fn.get('deal_with_lost_master')
+        if fn is not None:
+            fn(reason)
+
+
+class _Run:
+    """One collector task: its parallel collector, the queue of metadata chunks, where its files go."""
+
+    def __init__(self, task_id: str, collector: Any, path_data: str, prefix: str, queue_size: int) -> None:
+        self.task_id = task_id
+        self.collector = collector
+        self.path_data = path_data
+        self.prefix = prefix
+        self.queue: 'queue.Queue[List[Dict[str, Any]]]' = queue.Queue(maxsize=queue_size)
+        self.ending = threading.Event()  # set: closed (or the coordinator is gone); nothing more is sent
+        self.reason = ''
+        self.sent_samples = 0  # metadata handed to the coordinator
+        self.dropped_samples = 0  # written but never handed over (task closed first); their files are removed
+
+    def discard_queued(self) -> None:
+        """Remove the files of chunks the coordinator never received."""
+        while True:
+            try:
+                chunk = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            self.drop(chunk)
+
+    def drop(self, chunk: List[Dict[str, Any]]) -> None:
+        self.dropped_samples += len(chunk)
+        remove_sample_files(self.path_data, [m['data_id'] for m in chunk])
+
+
+@COMM_COLLECTOR_REGISTRY.register('flask_fs')
+class FlaskFileSystemCollector(BaseCommCollector):
+    """Comm collector over HTTP (a :class:`CollectorSlave`) and a shared file system.
+
+    Config (``system.collector.<name>`` of the parallel config, completed by the parallel worker): ``name``,
+    ``exp_name``, ``host``, ``port`` (0: a free one, see ``.port``), ``path_data`` / ``path_policy`` (used
+    when a start task names none), ``seed`` (collector envs of the k-th task are seeded ``seed + 1000 * k``;
+    evaluator envs always ``seed``), the slave's ``heartbeat_span``, ``request_retries``,
+    ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``queue_size`` (metadata chunks waiting
+    for the coordinator before the collector pauses), ``data_wait_second`` (longest wait of a data task
+    before it answers an empty chunk; keep it below the coordinator's ``collector_request_timeout``),
+    ``stop_timeout`` (seconds a close waits for the collector thread).
+
+    Use: ``comm = create_comm_collector(cfg); comm.start()`` (returns once serving), keep the process
+    alive; ``comm.close()`` stops the running task and the server.
+    """
+
+    config = dict(
+        type='flask_fs',
+        import_names=['ding.worker.collector.comm.flask_fs_collector'],
+        name='collector0',
+        exp_name='default_experiment',
+        host='127.0.0.1',
+        port=None,
+        path_data='./data',
+        path_policy='./policy',
+        seed=0,
+        heartbeat_span=3.0,
+        request_retries=5,
+        request_retry_waiting=1.0,
+        request_timeout=10.0,
+        channel=0,
+        queue_size=4,
+        data_wait_second=5.0,
+        stop_timeout=30.0,
+    )
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = EasyDict(copy.deepcopy(cls.config))
+        cfg.cfg_type = cls.__name__ + 'Dict'
+        return cfg
+
+    def __init__(self, cfg: Dict[str, Any]) -> None:
+        merged = self.default_config()
+        merged.update(copy.deepcopy(dict(cfg)))
+        super().__init__(merged)
+        cfg = self._cfg
+        size = cfg.queue_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f'comm collector {cfg.name}: queue_size must be a positive integer, got {size!r}')
+        for key in ('data_wait_second', 'stop_timeout'):
+            value = cfg[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f'comm collector {cfg.name}: {key} must be a positive number, got {value!r}')
+        self._run: Optional[_Run] = None
+        self._lifecycle_lock = threading.RLock()  # start / close of tasks and of the comm collector
+        self._watcher = PolicyFileWatcher()
+        self._task_count = 0
+        self._slave: Optional[CollectorSlave] = None
+        self._logger: Any = None
+        self._closed = False
+
+    # ---- service -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the slave (returns once it listens); collection starts with a start task."""
+        if self._slave is not None:
+            raise RuntimeError(f'comm collector {self._cfg.name}: start() was already called')
+        cfg = self._cfg
+        self._logger, _ = build_logger(f'./{cfg.exp_name}/log/comm_{cfg.name}', f'comm_{cfg.name}', need_tb=False)
+        callbacks = {
+            'deal_with_resource': self.deal_with_resource,
+            'deal_with_collector_start': self.deal_with_collector_start,
+            'deal_with_collector_data': self.deal_with_collector_data,
+            'deal_with_collector_close': self.deal_with_collector_close,
+            'deal_with_lost_master': self.deal_with_lost_master,
+        }
+        slave = CollectorSlave(cfg.host, cfg.port, callbacks, heartbeat_span=cfg.heartbeat_span,
+                               request_retries=cfg.request_retries, request_retry_waiting=cfg.request_retry_waiting,
+                               request_timeout=cfg.request_timeout, channel=cfg.channel)
+        slave.start()
+        self._slave = slave
+        super().start()
+        self._logger.info(f'comm collector {cfg.name} serving on {cfg.host}:{slave.port}')
+
+    def close(self) -> None:
+        """Stop the running task, then the slave. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lifecycle_lock:
+            run = self._run
+            if run is not None:
+                self._stop_run(run, 'the comm collector was closed')
+        if self._slave is not None:
+            self._slave.close()
+        super().close()
+        if self._logger is not None:
+            self._logger.info(f'comm collector {self._cfg.name} closed')
+            close_logger(self._logger)
+
+    @property
+    def port(self) -> int:
+        """The port the slave listens on (the chosen one after ``start()`` with port 0)."""
+        return self._slave.port if self._slave is not None else self._cfg.port
+
+    @property
+    def slave(self) -> Optional[CollectorSlave]:
+        return self._slave
+
+    @property
+    def collector(self) -> Any:
+        """The parallel collector of the current (or last) task, None before the first one."""
+        run = self._run
+        return run.collector if run is not None else None
+
+    # ---- transport (called by the parallel collector, on its thread) ----------------------------------
+    def _live_run(self) -> _Run:
+        run = self._run
+        if run is None or run.ending.is_set():
+            raise CollectorStopped()
+        return run
+
+    def send_stepdata(self, stepdata: List[Dict[str, Any]]) -> List[str]:
+        """Write one chunk of samples as one file in the task's ``path_data``; return their data_ids."""
+        run = self._live_run()
+        return save_samples(run.path_data, unique_stem(run.prefix), stepdata)
+
+    def send_metadata(self, metadata: List[Dict[str, Any]]) -> None:
+        """Queue one chunk of sample metadata for the coordinator; waits while the queue is full.
+
+        Raises ``CollectorStopped`` (after removing the chunk's file) once the task was closed.
+        """
+        if isinstance(metadata, dict):
+            metadata = [metadata]
+        chunk = list(metadata)
+        run = self._run
+        while run is not None and not run.ending.is_set():
+            try:
+                run.queue.put(chunk, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+        if run is not None:
+            run.drop(chunk)
+        raise CollectorStopped()
+
+    def get_policy_update_info(self, path: str) -> Optional[Dict[str, Any]]:
+        """``{'model', 'iter'}`` of a policy file version not read yet, None if unchanged; ``FileNotFoundError``
+        / ``CheckpointError`` naming the path when it is missing / bad (each version is reported once)."""
+        return self._watcher.poll(path)
+
+    # ---- coordinator side (slave task threads) -------------------------------------------------------
+    def deal_with_resource(self) -> Dict[str, int]:
+        return resource_info()
+
+    def deal_with_collector_start(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """Build the task's parallel collector and start it; a task still running here is closed first."""
+        task_id = task_info.get('task_id')
+        if not isinstance(task_id, str) or not task_id:
+            raise TaskFail(message="collector_start_task: task_info needs a non-empty string 'task_id'")
+        cfg = self._cfg
+        with self._lifecycle_lock:
+            if self._closed:
+                raise TaskFail(message=f'collector_start_task {task_id}: the comm collector is closing')
+            old = self._run
+            if old is not None and not old.collector.finished:
+                self._logger.warning(f'collector task {old.task_id} is still running: closing it for task {task_id}')
+            if old is not None:
+                self._stop_run(old, f'replaced by collector task {task_id}')
+                if not old.collector.finished:
+                    raise TaskFail(message=f'collector_start_task {task_id}: the previous collector task '
+                                           f'{old.task_id} did not stop within {cfg.stop_timeout}s')
+            info = dict(task_info)
+            # DI-engine's tasks name the file 'policy_update_path'.
+            info['path_policy'] = policy_file_path(task_info.get('path_policy') or task_info.get('policy_update_path'),
+                                                   task_info.get('policy_name'), cfg.path_policy)
+            info['path_data'] = task_info.get('path_data') or cfg.path_data
+            eval_flag = bool(task_info.get('eval_flag', False))
+            info['seed'] = int(cfg.seed) + (0 if eval_flag else 1000 * self._task_count)
+            self._watcher.forget()
+            try:
+                collector = self._create_collector(info, logger=self._logger)
+            except Exception as exc:
+                self._logger.exception(f'collector_start_task {task_id}: cannot create the collector')
+                raise TaskFail({'task_id': task_id}, f'collector_start_task {task_id}: cannot create the collector: '
+                               f'{type(exc).__name__}: {exc}') from exc
+            instance = info.get('instance_name') or cfg.name
+            run = _Run(task_id, collector, info['path_data'], file_prefix(instance, task_id), cfg.queue_size)
+            self._run = run
+            self._task_count += 1
+            collector.start()
+        kind = 'evaluation' if eval_flag else 'collect'
+        self._logger.info(f"{kind} task {task_id} started (policy file {info['path_policy']}, data in "
+                          f"{info['path_data']})")
+        return {'message': 'collector task has started', 'task_id': task_id}
+
+    def _active_run(self, what: str, task_info: Dict[str, Any]) -> _Run:
+        run = self._run
+        task_id = task_info.get('task_id')
+        if run is None:
+            raise TaskFail({'task_id': task_id}, f'{what}: no collector task is running; send '
+                           f'collector_start_task first')
+        if task_id is not None and task_id != run.task_id:
+            raise TaskFail({'task_id': task_id}, f"{what}: task_id '{task_id}' is not the current collector task "
+                           f"'{run.task_id}'")
+        if run.ending.is_set():
+            raise TaskFail({'task_id': run.task_id}, f'{what}: collector task {run.task_id} was closed '
+                           f'({run.reason})')
+        return run
+
+    def deal_with_collector_data(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """The metadata queued so far (waiting for the first chunk up to ``data_wait_second``), or the finish
+        info once the task has ended and everything was handed over; fails if the task failed."""
+        run = self._active_run('collector_data_task', task_info)
+        collector = run.collector
+        deadline = time.monotonic() + float(self._cfg.data_wait_second)
+        slave = self._slave
+        while True:
+            # Read the flag before the queue: a chunk queued before the thread ended is then seen below.
+            finished = collector.finished
+            try:
+                chunk = run.queue.get_nowait() if finished else run.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if finished:
+                    return self._finish_answer(run)
+                if run.ending.is_set():
+                    raise TaskFail({'task_id': run.task_id}, f'collector_data_task: collector task {run.task_id} '
+                                   f'was closed ({run.reason})')
+                if time.monotonic() >= deadline or (slave is not None and not slave.is_running):
+                    return {'task_id': run.task_id, 'data': []}
+                continue
+            data = chunk
+            while True:
+                try:
+                    data.extend(run.queue.get_nowait())
+                except queue.Empty:
+                    break
+            run.sent_samples += len(data)
+            return {'task_id': run.task_id, 'data': data}
+
+    def _finish_answer(self, run: _Run) -> Dict[str, Any]:
+        collector = run.collector
+        if collector.error is not None:
+            raise TaskFail({'task_id': run.task_id, 'error': collector.error},
+                           f'collector task {run.task_id} failed: {collector.error}')
+        return {'task_id': run.task_id, 'finish_info': collector.get_finish_info()}
+
+    def deal_with_collector_close(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """Stop the task (if still running) and release its envs; answers its finish info."""
+        task_id = task_info.get('task_id')
+        with self._lifecycle_lock:
+            run = self._run
+            if run is None:
+                return {'message': 'no collector task to close', 'task_id': task_id}
+            if task_id is not None and task_id != run.task_id:
+                raise TaskFail({'task_id': task_id}, f"collector_close_task: task_id '{task_id}' is not the current "
+                               f"collector task '{run.task_id}'")
+            self._stop_run(run, 'closed by the coordinator')
+            finish_info = run.collector.get_finish_info()
+        self._logger.info(f'collector task {run.task_id} closed: {finish_info.get("step_count")} env steps, '
+                          f'{run.sent_samples} samples handed over, {run.dropped_samples} dropped')
+        return {'message': 'collector task has closed', 'task_id': run.task_id, 'finish_info': finish_info}
+
+    def deal_with_lost_master(self, reason: str) -> None:
+        """The coordinator is gone: stop collecting (nobody would take the data). Returns at once."""
+        run = self._run
+        if run is not None and not run.ending.is_set():
+            run.reason = reason
+            run.ending.set()
+            run.collector.close(timeout=0)
+            if self._logger is not None:
+                self._logger.warning(f'collector task {run.task_id} stopped: {reason}')
+
+    def _stop_run(self, run: _Run, reason: str) -> None:
+        """Stop the task's thread (``stop_timeout``) and remove the files of chunks nobody received."""
+        if not run.ending.is_set():
+            run.reason = reason
+            run.ending.set()
+        if not run.collector.close(timeout=float(self._cfg.stop_timeout)):
+            self._logger.error(f'collector task {run.task_id} did not stop within {self._cfg.stop_timeout}s')
+        run.discard_queued()
+
+
+__all__ = ['FlaskFileSystemCollector', 'CollectorSlave']

@@ -1,0 +1,102 @@
+"""Pieces of the comm collectors: watching the policy file, naming and removing sample files, resources."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+from ding.utils.checkpoint import manifest_path
+from ding.utils.file_transport import load_policy, split_data_id
+
+POLICY_SUFFIX = '.safetensors'
+
+_StatKey = Optional[Tuple[Tuple[int, int, int], Optional[Tuple[int, int, int]]]]
+
+
+def _stat(path: str) -> Optional[Tuple[int, int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+class PolicyFileWatcher:
+    """Reads a policy file (``save_policy`` format) only when it changed since the last look.
+
+    ``poll(path)`` returns ``{'model': state_dict, 'iter': policy_iter}`` for a new version, None when the
+    file (data and manifest) is unchanged since the last call, and raises ``FileNotFoundError`` (missing) or
+    ``CheckpointError`` (truncated, corrupt) naming the path. Each version is read at most once, good or bad:
+    a bad file is reported once and tried again only after it changes (e.g. the learner's next write, or
+    the second half of its data-then-manifest rename).
+    """
+
+    def __init__(self) -> None:
+        self._seen: Dict[str, _StatKey] = {}
+
+    def poll(self, path: str) -> Optional[Dict[str, Any]]:
+        data = _stat(path)
+        key: _StatKey = None if data is None else (data, _stat(manifest_path(path)))
+        if path in self._seen and self._seen[path] == key:
+            return None
+        self._seen[path] = key
+        if data is None:
+            raise FileNotFoundError(f'policy file {path} not found (not published yet?)')
+        state, policy_iter = load_policy(path)
+        return {'model': state, 'iter': policy_iter}
+
+    def forget(self) -> None:
+        """Read every file again at the next poll (a new task starts from whatever is there)."""
+        self._seen.clear()
+
+
+def policy_file_path(path_policy: Optional[str], policy_name: Optional[str], default_dir: str) -> str:
+    """The policy file a collector task reads.
+
+    The coordinator sends the file itself (``.../policy_X.safetensors``); a directory (or nothing: the comm
+    collector's ``path_policy``) is completed with ``{policy_name}.safetensors``.
+    """
+    if path_policy and path_policy.endswith(POLICY_SUFFIX):
+        return path_policy
+    directory = path_policy or default_dir
+    return os.path.join(directory, (policy_name or 'policy_learner0') + POLICY_SUFFIX)
+
+
+_UNSAFE = re.compile(r'[^A-Za-z0-9_.-]+')
+
+
+def file_prefix(*parts: str) -> str:
+    """A sample file name prefix from task names: only ``[A-Za-z0-9_.-]``, no leading dot, bounded length."""
+    text = _UNSAFE.sub('-', '_'.join(p for p in parts if p)).lstrip('.') or 'samples'
+    return text[:96]
+
+
+def remove_sample_files(path_data: str, data_ids: Iterable[str]) -> int:
+    """Delete the files (data + manifest) the given data_ids live in; return how many were removed."""
+    names = set()
+    for data_id in data_ids:
+        try:
+            names.add(split_data_id(data_id)[0])
+        except ValueError:
+            continue
+    removed = 0
+    for name in names:
+        path = os.path.join(path_data, name)
+        for p in (path, manifest_path(path)):
+            try:
+                os.remove(p)
+            except OSError:  # already gone, or not ours to remove
+                continue
+            if p == path:
+                removed += 1
+    return removed
+
+
+def resource_info() -> Dict[str, int]:
+    """What the ``resource`` task answers: CPU cores and visible GPUs of this process."""
+    import torch
+    gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {'cpu': os.cpu_count() or 1, 'gpu': gpu}
+
+
+__all__ = ['PolicyFileWatcher', 'policy_file_path', 'file_prefix', 'remove_sample_files', 'resource_info']

@@ -1,0 +1,117 @@
+"""``BaseCommLearner``: the part of a parallel-mode learner process that talks to the coordinator.
+
+A comm learner does no training itself. It builds a ``BaseLearner`` for each learner task
+(``_create_learner``), hands it the ``get_data`` data source its data loader reads from, and registers
+the hooks (``hooks4call``) that send the policy weights and the learn info out through ``send_policy``
+and ``send_learn_info``.
+"""
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from typing import Any, Dict, List
+
+from easydict import EasyDict
+
+from ding.utils.registry import COMM_LEARNER_REGISTRY, import_module
+
+
+class BaseCommLearner(ABC):
+    """Abstract comm learner: subclasses implement the transport (see ``FlaskFileSystemLearner``).
+
+    Subclasses implement ``send_policy(state_dict)``, ``get_data(batch_size)``,
+    ``send_learn_info(learn_info)`` and the ``hooks4call`` property, and usually extend ``start`` / ``close``.
+    """
+
+    def __init__(self, cfg: Dict[str, Any]) -> None:
+        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._active_flag = False
+
+    @abstractmethod
+    def send_policy(self, state_dict: Dict[str, Any]) -> None:
+        """Publish ``{'model': model_state_dict, 'iter': policy_iter}`` for the collectors."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def get_data(self, batch_size: int) -> List[Any]:
+        """The learner data loader's source: one batch of samples (or zero-argument callables)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def send_learn_info(self, learn_info: Dict[str, Any]) -> None:
+        """Report one training iteration's learn info to the coordinator."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Start serving the coordinator."""
+        self._active_flag = True
+
+    def close(self) -> None:
+        """Stop serving and release everything ``start`` acquired."""
+        self._active_flag = False
+
+    @property
+    @abstractmethod
+    def hooks4call(self) -> List[Any]:
+        """Fresh learner hooks to register on each new learner (send policy, send learn info, ...)."""
+        raise NotImplementedError
+
+    def _create_learner(self, task_info: Dict[str, Any]) -> Any:
+        """Build the policy (learn mode) and a ``BaseLearner`` for a learner start task.
+
+        ``task_info`` keys: ``policy`` (the policy config, required), ``learner_cfg`` (the
+        ``policy.learn.learner`` section), ``exp_name``, ``instance_name`` and ``max_iterations``
+        (overrides ``learner_cfg.train_iterations``). The learner gets this comm learner's ``get_data``,
+        ``send_policy`` and ``send_learn_info`` and every hook of ``hooks4call``.
+        """
+        from ding.policy import create_policy
+        from ding.worker.learner import create_learner
+        policy_cfg = task_info.get('policy')
+        if not isinstance(policy_cfg, dict):
+            raise KeyError(f"learner task: task_info['policy'] must be the policy config dict, got {policy_cfg!r}")
+        learner_cfg = task_info.get('learner_cfg') or {}
+        if not isinstance(learner_cfg, dict):
+            raise TypeError(f"learner task: task_info['learner_cfg'] must be a dict, got {learner_cfg!r}")
+        learner_cfg = EasyDict(copy.deepcopy(dict(learner_cfg)))
+        max_iterations = task_info.get('max_iterations')
+        if max_iterations is not None:
+            if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, float)) or max_iterations < 0:
+                raise ValueError(f"learner task: task_info['max_iterations'] must be an int >= 0, "
+                                 f"got {max_iterations!r}")
+            learner_cfg.train_iterations = int(max_iterations)
+
+        policy = create_policy(EasyDict(copy.deepcopy(dict(policy_cfg))), enable_field=['learn'])
+        learn_mode = policy.learn_mode
+        try:
+            learn_mode.get_attribute('batch_size')
+        except AttributeError:
+            # The data loader asks the policy for its batch size; a policy that keeps none gets its config's.
+            full_cfg = learn_mode.get_attribute('cfg')
+            try:
+                batch_size = int(full_cfg['learn']['batch_size'])
+            except (KeyError, TypeError, ValueError):
+                raise KeyError("learner task: the policy config has no learn.batch_size") from None
+            learn_mode.set_attribute('batch_size', batch_size)
+        learner = create_learner(
+            learner_cfg,
+            policy=learn_mode,
+            dist_info=(0, 1),
+            exp_name=task_info.get('exp_name') or self._cfg.get('exp_name', 'default_experiment'),
+            instance_name=task_info.get('instance_name') or self._cfg.get('name', 'learner0'),
+        )
+        learner.get_data = self.get_data
+        learner.send_policy = self.send_policy
+        learner.send_learn_info = self.send_learn_info
+        for hook in self.hooks4call:
+            learner.register_hook(hook)
+        return learner
+
+
+def create_comm_learner(cfg: Dict[str, Any]) -> BaseCommLearner:
+    """Build the comm learner registered as ``cfg.type`` (default ``'flask_fs'``), importing ``cfg.import_names``."""
+    cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+    import_module(cfg.get('import_names', []))
+    return COMM_LEARNER_REGISTRY.build(cfg.get('type', 'flask_fs'), cfg=cfg)
+
+
+__all__ = ['BaseCommLearner', 'create_comm_learner']

@@ -1,0 +1,850 @@
+"""``FlaskFileSystemLearner``: a comm learner served over HTTP (``ding.interaction``) that moves data and
+weights through a shared directory (``ding.utils.file_transport``).
+
+Threads and the three length-one queues (the coordinator drives everything, one task at a time)::
+
+    coordinator --learner_get_data_task--> deal_with_get_data    <-- demand queue  <-- get_data (loader thread)
+    coordinator --learner_learn_task-----> deal_with_learner_learn --> result queue --> get_data: read files,
+                                                                                         return the batch
+                                           deal_with_learner_learn <-- learn-info queue <-- SendLearnInfoHook
+                                                                                         (learner thread)
+
+The learner's ``AsyncDataLoader`` calls ``get_data`` again as soon as a batch is handed over, so the next
+demand is already waiting while the current batch trains, and the learn info leaves before the slower
+after-iteration hooks (policy file, log table, checkpoints) run; the policy file itself is written on a
+publisher thread. Each learn task is answered with exactly one learn info: the one of the iteration that
+trained its data. When every sample of a batch is unusable (unreadable file, or older than the learner
+config's ``max_staleness``), no iteration trains on it: that learn task is answered with
+``{'trained': False, 'infos': []}`` (no learn info) and the learner asks for data again.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import queue
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+import torch
+from easydict import EasyDict
+
+from ding.interaction import Slave, TaskFail
+from ding.utils.checkpoint import manifest_path
+from ding.utils.file_transport import CheckpointError, SampleReader, load_policy, save_policy, split_data_id
+from ding.utils.log_helper import build_logger, close_logger
+from ding.utils.registry import COMM_LEARNER_REGISTRY
+from ding.worker.learner.learner_hook import iterations_done
+from .base_comm_learner import BaseCommLearner
+from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
+
+# How often blocked queue operations wake up to see whether the learner task was closed (seconds).
+_POLL_S = 0.05
+# Metadata fields copied onto the loaded sample: the replay buffer's bookkeeping (priority updates,
+# importance-sampling weights) and the policy version that produced it.
+_META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
+# What send_learn_info itself writes into the learner's scalar log buffer.
+_OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
+
+
+class LearnerSlave(Slave):
+    """The learner process's interaction slave: routes the coordinator's tasks to the comm learner.
+
+    ``callback_fn`` maps ``deal_with_resource``, ``deal_with_learner_start``, ``deal_with_get_data``,
+    ``deal_with_learner_learn`` and ``deal_with_learner_close`` to callables; ``deal_with_lost_master``
+    (optional) is called when the coordinator disconnects or stops answering heartbeats.
+    """
+
+    _TASKS = {
+        'resource': 'deal_with_resource',
+        'learner_start_task': 'deal_with_learner_start',
+        'learner_get_data_task': 'deal_with_get_data',
+        'learner_learn_task': 'deal_with_learner_learn',
+        'learner_close_task': 'deal_with_learner_close',
+    }
+
+    def __init__(self, host: str, port: int, callback_fn: Dict[str, Any], **slave_kwargs: Any) -> None:
+        super().__init__(host, port, **slave_kwargs)
+        missing = [name for name in self._TASKS.values() if not callable(callback_fn.get(name))]
+        if missing:
+            raise KeyError(f'LearnerSlave: callback_fn lacks {missing}')
+        self._callback_fn = callback_fn
+
+    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+        name = task.get('name')
+        callback = self._TASKS.get(name) if isinstance(name, str) else None
+        if callback is None:
+            raise TaskFail({'name': name}, f'learner slave: unknown task name {name!r}; known tasks are '
+                           f'{sorted(self._TASKS)}')
+        fn = self._callback_fn[callback]
+        task_info = task.get('task_info') or {}
+        if name == 'resource':
+            return fn()
+        if name == 'learner_learn_task':
+            return fn(task_info, task.get('data'))
+        return fn(task_info)
+
+    def _lost_connection(self, master_address: str, err: Exception) -> None:
+        fn = self._callback_fn.get('deal_with_lost_master')
+        if fn is not None:
+            fn(master_address, err)
+
+    def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
+                             data: Dict[str, Any]) -> None:
+        # A coordinator that disconnects has given up this worker's task (it fails and moves it).
+        fn = self._callback_fn.get('deal_with_lost_master')
+        if success and fn is not None:
+            fn('the coordinator', 'it disconnected')
+
+
+class _PolicyPublisher:
+    """Writes policy files on its own thread, newest first: while one write runs, newer weights replace the
+    waiting ones (collectors want the latest, and the learner must not wait for the disk)."""
+
+    def __init__(self, write: Any, name: str) -> None:
+        self._write = write
+        self._cond = threading.Condition()
+        self._pending: Optional[Tuple[Any, Dict[str, Any], int]] = None
+        self._busy = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, run: Any, model: Dict[str, Any], policy_iter: int) -> None:
+        with self._cond:
+            self._pending = (run, model, policy_iter)
+            self._cond.notify_all()
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Wait until everything submitted is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Write what is pending, then stop the thread."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None or self._stop)
+                if self._pending is None:
+                    return
+                job, self._pending, self._busy = self._pending, None, True
+            try:
+                self._write(*job)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+class _Run:
+    """One learner task: its learner and thread, and what the comm learner tracks about it."""
+
+    def __init__(self, task_id: str, learner: Any, policy_name: str, path_policy: str, path_data: str,
+                 max_staleness: float) -> None:
+        self.task_id = task_id
+        self.learner = learner
+        self.policy_name = policy_name
+        self.path_policy = path_policy
+        self.reader = SampleReader(path_data)
+        self.max_staleness = max_staleness
+        self.thread: Optional[threading.Thread] = None
+        self.ending = threading.Event()  # set: nothing may block on this run's queues any more
+        self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
+        self.published = threading.Event()  # set: the weights were published once (before_run)
+        self.reason = ''
+        self.error: Optional[str] = None
+        self.outstanding_demand: Optional[Dict[str, Any]] = None
+        # (policy_iter of each trained sample, stale dropped, unreadable) per batch handed to the learner, in
+        # training order: the learner trains batches in the order get_data returns them.
+        self.batch_stats: Deque[Tuple[List[int], int, int]] = deque()
+        self.bad_files: Dict[str, str] = {}  # corrupt file name -> why (never read again this run)
+        self.logged_files: set = set()  # unreadable file names already logged
+        self.learn_infos = 0
+        self.rejected_batches = 0
+        self.carried_stale = 0  # stale / unreadable samples of rejected batches, not reported yet
+        self.carried_unreadable = 0
+        # Where the time of a data round goes (logged when the run ends): inside get-data / learn tasks
+        # (waiting for the learner) versus between them (the coordinator and the HTTP hops).
+        self.in_tasks_s = 0.0
+        self.between_tasks_s = 0.0
+        self.last_task_end: Optional[float] = None
+        # Which iteration a requested batch will train at, known without racing the learner thread:
+        # batches handed to the learner minus batches trained are still to come before it.
+        self._iter_lock = threading.Lock()
+        self.start_iter = learner.train_iter
+        self.trained_version: Optional[int] = None  # learner iteration that trained the last reported batch
+        self.batches_handed = 0
+        self.trained_batches = 0
+
+    def next_batch_iter(self) -> int:
+        """The learner iteration at which the next batch handed over will be trained."""
+        with self._iter_lock:
+            base = self.start_iter if self.trained_version is None else self.trained_version + 1
+            return base + self.batches_handed - self.trained_batches
+
+    def batch_handed(self) -> None:
+        with self._iter_lock:
+            self.batches_handed += 1
+
+    def batch_trained(self, version: int) -> Tuple[int, int]:
+        """Count a trained batch; returns (and clears) the stale / unreadable counts of rejected batches."""
+        with self._iter_lock:
+            self.trained_version = version
+            self.trained_batches += 1
+            carried = self.carried_stale, self.carried_unreadable
+            self.carried_stale = self.carried_unreadable = 0
+            return carried
+
+    def batch_rejected(self, stale: int, unreadable: int) -> None:
+        with self._iter_lock:
+            self.rejected_batches += 1
+            self.carried_stale += stale
+            self.carried_unreadable += unreadable
+
+    def task_began(self) -> float:
+        now = time.perf_counter()
+        if self.last_task_end is not None:
+            self.between_tasks_s += now - self.last_task_end
+        return now
+
+    def task_ended(self, began: float) -> None:
+        self.last_task_end = time.perf_counter()
+        self.in_tasks_s += self.last_task_end - began
+
+    def ended_message(self, what: str) -> str:
+        why = self.reason or ('failed: ' + self.error if self.error else 'ended')
+        return f'{what}: learner task {self.task_id} has ended ({why}) after {iterations_done(self.learner)} iterations'
+
+
+def _request_stop(learner: Any) -> None:
+    # BaseLearner.start() leaves its loop after the current iteration once this flag is set (a batch must
+    # still arrive: get_data then returns an empty one). BaseLearner has no public way to set it without
+    # also closing the data loader and loggers under the running loop.
+    learner._end_flag = True
+
+
+def _stop_requested(learner: Any) -> bool:
+    return bool(getattr(learner, '_end_flag', True))
+
+
+def _check_freq(freq: Any, what: str) -> int:
+    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
+        raise ValueError(f'{what} must be a positive integer, got {freq!r}')
+    return freq
+
+
+def _number(v: Any) -> Optional[float]:
+    if v.__class__ is float or v.__class__ is int:
+        return v
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy of priority info values (tensors / arrays / numpy scalars -> lists / numbers)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, 'tolist'):
+        return value.tolist()
+    return value
+
+
+@COMM_LEARNER_REGISTRY.register('flask_fs')
+class FlaskFileSystemLearner(BaseCommLearner):
+    """Comm learner over HTTP (a :class:`LearnerSlave`) and a shared file system.
+
+    Config (``system.learner.<name>`` of the parallel config): ``host``, ``port`` (0: a free one, see
+    ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name others), ``send_policy_freq``,
+    ``use_distributed`` (must be False), the slave's ``heartbeat_span``, ``request_retries``,
+    ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``load_workers`` (threads reading the
+    sample files of a batch concurrently), ``stop_timeout`` (seconds a close waits for the learner thread).
+    The learner config (from the start task) may hold ``max_staleness``: samples whose policy is more than
+    that many iterations older than the learner are dropped (counted as ``stale_dropped``).
+
+    Use: ``comm = create_comm_learner(cfg); comm.start()`` (returns once serving), then keep the process
+    alive; ``comm.close()`` stops the running learner task and the server.
+    """
+
+    config = dict(
+        type='flask_fs',
+        import_names=['ding.worker.learner.comm.flask_fs_learner'],
+        name='learner0',
+        exp_name='default_experiment',
+        host='127.0.0.1',
+        port=None,
+        path_data='./data',
+        path_policy='./policy',
+        send_policy_freq=1,
+        use_distributed=False,
+        heartbeat_span=3.0,
+        request_retries=5,
+        request_retry_waiting=1.0,
+        request_timeout=10.0,
+        channel=0,
+        load_workers=4,
+        stop_timeout=60.0,
+    )
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = EasyDict(copy.deepcopy(cls.config))
+        cfg.cfg_type = cls.__name__ + 'Dict'
+        return cfg
+
+    def __init__(self, cfg: Dict[str, Any]) -> None:
+        merged = self.default_config()
+        merged.update(copy.deepcopy(dict(cfg)))
+        super().__init__(merged)
+        cfg = self._cfg
+        if cfg.use_distributed:
+            raise ValueError(f"comm learner {cfg.name}: use_distributed=True is not supported by 'flask_fs'")
+        self._send_policy_freq = _check_freq(cfg.send_policy_freq, f'comm learner {cfg.name}: send_policy_freq')
+        workers = cfg.load_workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"comm learner {cfg.name}: load_workers must be a positive integer, got {workers!r}")
+
+        self._data_demand_queue: 'queue.Queue' = queue.Queue(maxsize=1)
+        self._data_result_queue: 'queue.Queue' = queue.Queue(maxsize=1)
+        self._learn_info_queue: 'queue.Queue' = queue.Queue(maxsize=1)
+        self._run: Optional[_Run] = None
+        self._lifecycle_lock = threading.RLock()  # start / close of learner tasks and of the comm learner
+        self._slave: Optional[LearnerSlave] = None
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._publisher: Optional[_PolicyPublisher] = None
+        self._logger = None
+        self._closed = False
+
+    # ---- service -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the slave (returns once it listens); the learner itself starts with a start task."""
+        if self._slave is not None:
+            raise RuntimeError(f'comm learner {self._cfg.name}: start() was already called')
+        cfg = self._cfg
+        self._logger, _ = build_logger(f'./{cfg.exp_name}/log/comm_{cfg.name}', f'comm_{cfg.name}', need_tb=False)
+        self._pool = ThreadPoolExecutor(max_workers=cfg.load_workers, thread_name_prefix=f'ding-{cfg.name}-read')
+        self._publisher = _PolicyPublisher(self._write_policy, f'ding-{cfg.name}-publish')
+        callbacks = {
+            'deal_with_resource': self.deal_with_resource,
+            'deal_with_learner_start': self.deal_with_learner_start,
+            'deal_with_get_data': self.deal_with_get_data,
+            'deal_with_learner_learn': self.deal_with_learner_learn,
+            'deal_with_learner_close': self.deal_with_learner_close,
+            'deal_with_lost_master': self.deal_with_lost_master,
+        }
+        try:
+            slave = LearnerSlave(cfg.host, cfg.port, callbacks, heartbeat_span=cfg.heartbeat_span,
+                                 request_retries=cfg.request_retries, request_retry_waiting=cfg.request_retry_waiting,
+                                 request_timeout=cfg.request_timeout, channel=cfg.channel)
+            slave.start()  # raises at once when the port is taken (the parallel worker retries elsewhere)
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            self._publisher.close()
+            close_logger(self._logger)
+            self._pool = self._publisher = self._logger = None
+            raise
+        self._slave = slave
+        super().start()
+        self._logger.info(f'comm learner {cfg.name} serving on {cfg.host}:{slave.port}')
+
+    def close(self) -> None:
+        """Stop the running learner task, then the slave. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lifecycle_lock:
+            run = self._run
+            if run is not None:
+                self._stop_run(run, 'the comm learner was closed')
+        if self._slave is not None:
+            self._slave.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if self._publisher is not None:
+            self._publisher.close(timeout=float(self._cfg.stop_timeout))
+        super().close()
+        if self._logger is not None:
+            self._logger.info(f'comm learner {self._cfg.name} closed')
+            close_logger(self._logger)
+
+    @property
+    def port(self) -> int:
+        """The port the slave listens on (the chosen one after ``start()`` with port 0)."""
+        return self._slave.port if self._slave is not None else self._cfg.port
+
+    @property
+    def slave(self) -> Optional[LearnerSlave]:
+        return self._slave
+
+    @property
+    def learner(self) -> Any:
+        """The ``BaseLearner`` of the current (or last) learner task, None before the first one."""
+        run = self._run
+        return run.learner if run is not None else None
+
+    @property
+    def hooks4call(self) -> List[Any]:
+        gate = LearnInfoGate()
+        return [
+            # After load_ckpt (priority 20): collectors start from the weights the learner really has.
+            SendPolicyHook('send_policy_before_run', 100, position='before_run', ext_args=EasyDict(freq=1)),
+            SendPolicyHook('send_policy', 100, position='after_iter', ext_args=EasyDict(freq=self._send_policy_freq)),
+            SendLearnInfoHook('send_learn_info_mark', 0, position='before_iter', ext_args=EasyDict(gate=gate)),
+            # Before log_show (20), which clears the log buffer the learn info reads, and before the
+            # policy file and checkpoints: the coordinator gets the answer as early as possible.
+            SendLearnInfoHook('send_learn_info', 15, position='after_iter', ext_args=EasyDict(gate=gate)),
+        ]
+
+    # ---- queue helpers -------------------------------------------------------------------------------
+    @staticmethod
+    def _put(q: 'queue.Queue', item: Any, run: _Run) -> bool:
+        """Put into a length-one queue; False if the run ended first."""
+        while not run.ending.is_set():
+            try:
+                q.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    @staticmethod
+    def _get(q: 'queue.Queue', run: _Run) -> Any:
+        """Take from a length-one queue; None if the run ended first (an item put just before still counts)."""
+        while True:
+            try:
+                return q.get(timeout=_POLL_S)
+            except queue.Empty:
+                if run.ending.is_set():
+                    try:
+                        return q.get_nowait()
+                    except queue.Empty:
+                        return None
+
+    def _drain_queues(self) -> None:
+        for q in (self._data_demand_queue, self._data_result_queue, self._learn_info_queue):
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+
+    # ---- learner side (learner / data loader threads) ------------------------------------------------
+    def get_data(self, batch_size: int) -> Optional[List[Dict[str, Any]]]:
+        """Ask the coordinator for a batch and return its samples, read from ``path_data``.
+
+        Puts the demand ``{'batch_size', 'cur_learner_iter', 'task_id'}`` into the demand queue, waits for the
+        metadata, reads the files. A batch without one usable sample answers its learn task with no learn info
+        and asks again. Once the run is ending it returns ``[]`` (the learner then stops) or None (no data).
+        """
+        run = self._run
+        if run is None:
+            return []
+        while not run.ending.is_set():
+            if run.batches_handed >= run.learner.cfg.train_iterations:
+                # The learner needs no more batches this run: no demand, just wait for it to end.
+                run.ending.wait()
+                break
+            demand = {'batch_size': int(batch_size), 'cur_learner_iter': run.next_batch_iter(),
+                      'task_id': run.task_id}
+            if not self._put(self._data_demand_queue, demand, run):
+                break
+            metadata = self._get(self._data_result_queue, run)
+            if metadata is None:
+                break
+            samples, stale, unreadable = self._load_batch(run, metadata)
+            if samples:
+                policy_iters = [p for p in (s.get('policy_iter') for s in samples) if _number(p) is not None]
+                run.batch_stats.append((policy_iters, stale, unreadable))
+                run.batch_handed()
+                return samples
+            # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
+            # the counts reach the coordinator with the next learn info.
+            run.batch_rejected(stale, unreadable)
+            message = (f'all {len(metadata)} samples of the batch were rejected (stale: {stale}, unreadable: '
+                       f'{unreadable}); asking for new data')
+            self._logger.warning(f'learner task {run.task_id}: {message}')
+            self._put(self._learn_info_queue, {'task_id': run.task_id, 'trained': False, 'infos': [],
+                                               'message': message}, run)
+        # Ending: an empty batch lets the learner's loop see its stop flag; until that flag is set (start()
+        # clears it when it begins) answer "no data yet" so the learner never trains on an empty batch.
+        return [] if _stop_requested(run.learner) else None
+
+    def _load_batch(self, run: _Run, metadata: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], int, int]:
+        """(samples, stale dropped, unreadable): drop stale samples, read the rest concurrently by file."""
+        bound = run.max_staleness
+        stale = 0
+        if bound != math.inf:
+            version = run.next_batch_iter()
+            fresh = []
+            for meta in metadata:
+                p = meta.get('policy_iter', meta.get('collect_iter'))
+                if _number(p) is not None and version - p > bound:
+                    stale += 1
+                else:
+                    fresh.append(meta)
+            metadata = fresh
+
+        groups: Dict[str, List[int]] = {}
+        unreadable = 0
+        for i, meta in enumerate(metadata):
+            try:
+                name, _ = split_data_id(meta['data_id'])
+            except ValueError as exc:
+                unreadable += 1
+                self._logger.warning(f'learner task {run.task_id}: sample skipped: {exc}')
+                continue
+            if name in run.bad_files:
+                unreadable += 1
+                continue
+            groups.setdefault(name, []).append(i)
+
+        if len(groups) > 1 and self._pool is not None:
+            futures = [(name, self._pool.submit(self._read_group, run, metadata, idx))
+                       for name, idx in groups.items()]
+            results = [(name, f.result()) for name, f in futures]
+        else:
+            results = [(name, self._read_group(run, metadata, idx)) for name, idx in groups.items()]
+
+        samples = []
+        for name, (loaded, error) in results:
+            if error is not None:
+                n = len(groups[name])
+                unreadable += n
+                path = os.path.join(run.reader.path_data, name)
+                # A corrupt file stays corrupt; a missing one may still show up (a slow shared file system).
+                if os.path.exists(path):
+                    run.bad_files[name] = error
+                if name not in run.logged_files:
+                    run.logged_files.add(name)
+                    self._logger.warning(f'learner task {run.task_id}: skipped {n} sample(s) of unreadable file '
+                                         f'{path}: {error}')
+                continue
+            for i, sample in loaded:
+                if sample is None:
+                    unreadable += 1
+                    continue
+                meta = metadata[i]
+                sample = dict(sample)
+                for key in _META_TO_SAMPLE:
+                    if key in meta:
+                        sample[key] = meta[key]
+                samples.append(sample)
+        return samples, stale, unreadable
+
+    def _read_group(self, run: _Run, metadata: List[Dict[str, Any]],
+                    indices: List[int]) -> Tuple[List[Tuple[int, Optional[Dict[str, Any]]]], Optional[str]]:
+        """Read the samples of one file: ``([(index, sample or None)], None)``, or ``([], why)`` if the file is bad."""
+        out = []
+        for i in indices:
+            data_id = metadata[i]['data_id']
+            try:
+                out.append((i, run.reader.read(data_id)))
+            except CheckpointError as exc:
+                return [], str(exc)
+            except ValueError as exc:  # index beyond the file's samples
+                self._logger.warning(f'learner task {run.task_id}: sample skipped: {exc}')
+                out.append((i, None))
+            except Exception as exc:  # a file that verifies but is not a sample file
+                return [], f'{type(exc).__name__}: {exc}'
+        return out, None
+
+    def send_policy(self, state_dict: Dict[str, Any]) -> None:
+        """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
+
+        The learner thread only snapshots the weights; the (fsync'ed) write happens on the publisher thread.
+        """
+        run = self._run
+        if run is None:
+            return
+        snapshot = {k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v
+                    for k, v in state_dict['model'].items()}
+        self._publisher.submit(run, snapshot, int(state_dict['iter']))
+
+    def _write_policy(self, run: _Run, model: Dict[str, Any], policy_iter: int) -> None:
+        """Publisher thread: write one policy file.
+
+        ``save_policy`` overwriting the file in place would leave collectors polling it without a manifest
+        for the whole write; writing into ``{path_policy}/.staging`` and renaming both files over the old
+        ones shrinks the window in which a reader finds a mismatched pair to two renames.
+        """
+        staging = os.path.join(run.path_policy, '.staging')
+        try:
+            data = save_policy(staging, run.policy_name, model, policy_iter)
+            os.replace(data, os.path.join(run.path_policy, os.path.basename(data)))
+            manifest = manifest_path(data)
+            os.replace(manifest, os.path.join(run.path_policy, os.path.basename(manifest)))
+        except Exception as exc:  # collectors keep their last weights; training goes on
+            self._logger.error(f'learner task {run.task_id}: cannot write the policy to {run.path_policy}: {exc}')
+        run.published.set()
+
+    def send_learn_info(self, learn_info: Dict[str, Any]) -> None:
+        """Complete the learn info of the iteration just trained and hand it to the waiting learn task."""
+        run = self._run
+        if run is None or run.ending.is_set():
+            return
+        learner = run.learner
+        version = learner.train_iter  # inside after_iter: the weights version that trained this batch
+        policy_iters, stale, unreadable = run.batch_stats.popleft() if run.batch_stats else ([], 0, 0)
+        carried_stale, carried_unreadable = run.batch_trained(version)
+        stale += carried_stale
+        unreadable += carried_unreadable
+        scalar = learner.log_buffer['scalar']
+        info: Dict[str, Any] = {}
+        for k, v in scalar.items():
+            v = _number(v)
+            if v is not None and k not in _OWN_SCALARS:
+                info[k] = v
+        if 'total_loss' in info:
+            info['loss'] = info['total_loss']
+        if policy_iters:
+            lags = [version - p for p in policy_iters]
+            lag = {'min': min(lags), 'mean': sum(lags) / len(lags), 'max': max(lags)}
+            scalar['policy_lag_min'] = lag['min']
+            scalar['policy_lag_mean'] = lag['mean']
+            scalar['policy_lag_max'] = lag['max']
+        else:
+            lag = None
+        scalar['stale_dropped'] = stale
+        priority_info = learn_info.get('priority_info')
+        info.update({
+            'task_id': run.task_id,
+            'trained': True,
+            'learner_step': learn_info['learner_step'],
+            'learner_done': bool(learn_info.get('learner_done', False)),
+            'policy_iter': version + 1,
+            'priority_info': _plain(priority_info) if priority_info else None,
+            'policy_lag': lag,
+            'stale_dropped': stale,
+            'unreadable': unreadable,
+        })
+        if info['learner_done']:
+            run.reason = 'finished'
+        if self._put(self._learn_info_queue, info, run):
+            run.learn_infos += 1
+
+    # ---- coordinator side (slave task threads) -------------------------------------------------------
+    def deal_with_resource(self) -> Dict[str, int]:
+        return {'cpu': os.cpu_count() or 1, 'gpu': torch.cuda.device_count() if torch.cuda.is_available() else 0}
+
+    def _active_run(self, what: str, task_info: Dict[str, Any]) -> _Run:
+        run = self._run
+        if run is None:
+            raise TaskFail(message=f'{what}: no learner task is running; send learner_start_task first')
+        task_id = task_info.get('task_id') if isinstance(task_info, dict) else None
+        if task_id is not None and task_id != run.task_id:
+            raise TaskFail(message=f"{what}: task_id '{task_id}' is not the running learner task '{run.task_id}'")
+        if run.ending.is_set() or run.reason:
+            raise TaskFail(message=run.ended_message(what))
+        return run
+
+    def deal_with_learner_start(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """Build the learner of a start task and start training in a new thread."""
+        if not isinstance(task_info, dict) or not isinstance(task_info.get('task_id'), str):
+            raise TaskFail(message="learner_start_task: task_info must be a dict with a string 'task_id'")
+        task_id = task_info['task_id']
+        with self._lifecycle_lock:
+            if self._closed:
+                raise TaskFail(message=f'learner_start_task {task_id}: the comm learner is closing')
+            old = self._run
+            if old is not None and not old.finished.is_set():
+                self._logger.warning(f'learner task {old.task_id} is still running: closing it for task {task_id}')
+                self._stop_run(old, f'replaced by learner task {task_id}')
+                if not old.finished.is_set():
+                    raise TaskFail(message=f'learner_start_task {task_id}: the previous learner task '
+                                           f'{old.task_id} did not stop within {self._cfg.stop_timeout}s')
+            self._drain_queues()
+            try:
+                run = self._prepare_run(task_info)
+            except TaskFail:
+                raise
+            except Exception as exc:
+                self._logger.exception(f'learner_start_task {task_id}: cannot create the learner')
+                raise TaskFail(message=f'learner_start_task {task_id}: cannot create the learner: '
+                                       f'{type(exc).__name__}: {exc}') from exc
+            self._run = run
+            run.thread = threading.Thread(target=self._learner_loop, args=(run, ), daemon=True,
+                                          name=f'ding-{self._cfg.name}-learner')
+            run.thread.start()
+            # Answer once the weights are published: collectors started after this find the policy file.
+            while not run.published.wait(_POLL_S):
+                if run.finished.is_set():
+                    raise TaskFail(message=run.ended_message(f'learner_start_task {task_id}'))
+        self._logger.info(f'learner task {task_id} started at iteration {run.learner.train_iter}, '
+                          f'{run.learner.cfg.train_iterations} iterations to train')
+        return {'message': 'learner task has started', 'task_id': task_id, 'start_iter': run.learner.train_iter}
+
+    def _prepare_run(self, task_info: Dict[str, Any]) -> _Run:
+        cfg = self._cfg
+        learner_cfg = task_info.get('learner_cfg') or {}
+        max_staleness = learner_cfg.get('max_staleness', math.inf) if isinstance(learner_cfg, dict) else math.inf
+        if max_staleness is None:
+            max_staleness = math.inf
+        if isinstance(max_staleness, bool) or not isinstance(max_staleness, (int, float)) or max_staleness < 0:
+            raise ValueError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
+        # DI-engine keeps send_policy_freq in policy.learn.learner; the comm learner config's is the default.
+        freq = learner_cfg.get('send_policy_freq', cfg.send_policy_freq) if isinstance(learner_cfg, dict) \
+            else cfg.send_policy_freq
+        self._send_policy_freq = _check_freq(freq, "learner config 'send_policy_freq'")
+        instance_name = task_info.get('instance_name') or cfg.name
+        policy_name = task_info.get('policy_name') or f'policy_{instance_name}'
+        path_policy = task_info.get('path_policy') or cfg.path_policy
+        path_data = task_info.get('path_data') or cfg.path_data
+
+        learner = self._create_learner(task_info)
+        run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness))
+        resume = task_info.get('resume')
+        if resume:
+            self._resume(run, resume, path_policy)
+            run.start_iter = learner.train_iter
+            max_iterations = task_info.get('max_iterations')
+            if max_iterations is not None:
+                learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
+        return run
+
+    def _resume(self, run: _Run, resume: Dict[str, Any], path_policy: str) -> None:
+        """A task moved here from a dead learner: continue from the weights it last published."""
+        if resume.get('policy_name'):
+            run.policy_name = resume['policy_name']
+        path = os.path.join(path_policy, run.policy_name + '.safetensors')
+        try:
+            state, policy_iter = load_policy(path)
+            run.learner.policy.load_state_dict({'model': state})
+        except (CheckpointError, KeyError, RuntimeError) as exc:
+            self._logger.warning(f'learner task {run.task_id}: cannot resume from {path} ({exc}); '
+                                 f'training starts from fresh weights')
+            return
+        run.learner.last_iter.update(policy_iter)
+        self._logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
+
+    def _learner_loop(self, run: _Run) -> None:
+        learner = run.learner
+        try:
+            if not run.ending.is_set():
+                learner.start()
+            if not run.reason:
+                run.reason = 'finished' if not run.ending.is_set() else 'closed'
+        except BaseException as exc:  # noqa: B902 - reported to the coordinator through the next task
+            if run.ending.is_set():
+                run.reason = run.reason or 'closed'
+            else:
+                run.error = f'{type(exc).__name__}: {exc}'
+                self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: '
+                                   f'{run.error}')
+        finally:
+            run.ending.set()
+            try:
+                learner.close()
+            except Exception as exc:
+                self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
+            # The run's last weights are on disk before anyone is told it ended.
+            if not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
+                self._logger.error(f'learner task {run.task_id}: the last policy file was not written within '
+                                   f'{self._cfg.stop_timeout}s')
+            rounds = max(run.learn_infos + run.rejected_batches, 1)
+            self._logger.info(f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
+                              f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
+                              f'{run.rejected_batches} batches rejected; per data round '
+                              f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
+                              f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side)')
+            run.finished.set()  # last: whoever waits for it may start the next task at once
+
+    def _stop_run(self, run: _Run, reason: str) -> None:
+        """Stop the learner after its current iteration and wait for its thread (``stop_timeout``)."""
+        if run.finished.is_set():
+            return
+        if not run.reason:
+            run.reason = reason
+        run.ending.set()
+        _request_stop(run.learner)
+        thread = run.thread
+        if thread is not None and thread is not threading.current_thread():
+            deadline = time.monotonic() + float(self._cfg.stop_timeout)
+            while thread.is_alive() and time.monotonic() < deadline:
+                _request_stop(run.learner)  # again: a learner that was just starting clears the flag
+                thread.join(_POLL_S)
+            if thread.is_alive():
+                self._logger.error(f'learner task {run.task_id}: the learner thread did not stop within '
+                                   f'{self._cfg.stop_timeout}s')
+
+    def _ended(self, run: _Run, what: str) -> TaskFail:
+        """The failure for a task that found its run ended, once the learner thread is done (closed, and the
+        exception checkpoint of a failure written) so that a new start task can follow at once."""
+        run.finished.wait(float(self._cfg.stop_timeout))
+        return TaskFail(message=run.ended_message(what))
+
+    def deal_with_get_data(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """Answer a get-data task with the learner's data demand (waits until the learner asks)."""
+        run = self._active_run('learner_get_data_task', task_info)
+        began = run.task_began()
+        if run.outstanding_demand is None:
+            demand = self._get(self._data_demand_queue, run)
+            if demand is None:
+                raise self._ended(run, 'learner_get_data_task')
+            # Kept until data arrives: a coordinator that asks again (e.g. it had too little data) gets it again.
+            run.outstanding_demand = demand
+        run.task_ended(began)
+        return dict(run.outstanding_demand)
+
+    def deal_with_learner_learn(self, task_info: Dict[str, Any], data: Any) -> Dict[str, Any]:
+        """Hand the batch's metadata to the learner and answer with the learn info of the iteration it trained."""
+        run = self._active_run('learner_learn_task', task_info)
+        if run.outstanding_demand is None:
+            raise TaskFail(message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
+                                   f'send learner_get_data_task first')
+        if not isinstance(data, list):
+            raise TaskFail(message=f"learner_learn_task: 'data' must be a list of sample metadata, "
+                                   f"got {type(data).__name__}")
+        for i, meta in enumerate(data):
+            if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
+                raise TaskFail(message=f"learner_learn_task: data[{i}] must be a dict with a string 'data_id', "
+                                       f"got {meta!r}")
+        began = run.task_began()
+        if not self._put(self._data_result_queue, data, run):
+            raise self._ended(run, 'learner_learn_task')
+        run.outstanding_demand = None
+        info = self._get(self._learn_info_queue, run)
+        if info is None:
+            raise self._ended(run, 'learner_learn_task')
+        run.task_ended(began)
+        return info
+
+    def deal_with_learner_close(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+        """Stop the running learner task (the comm learner stays up for the next start task)."""
+        run = self._run
+        task_id = task_info.get('task_id') if isinstance(task_info, dict) else None
+        if run is None:
+            return {'message': 'learner task has closed', 'task_id': task_id, 'last_iter': 0}
+        if task_id is not None and task_id != run.task_id:
+            # Nothing of that task runs here (e.g. it was moved elsewhere): closed already.
+            return {'message': 'learner task has closed', 'task_id': task_id, 'last_iter': 0}
+        with self._lifecycle_lock:
+            self._stop_run(run, 'closed by learner_close_task')
+        return {'message': 'learner task has closed', 'task_id': run.task_id, 'last_iter': run.learner.train_iter,
+                'learn_infos': run.learn_infos}
+
+    def deal_with_lost_master(self, master_address: str, err: Any) -> None:
+        """The coordinator left (disconnected, or stopped answering heartbeats): it fails this worker's learner
+        task and moves it, so stop it here (in the background; the slave's thread must not wait)."""
+        run = self._run
+        if run is None or run.finished.is_set():
+            return
+        self._logger.warning(f'{master_address} left ({err}): stopping learner task {run.task_id}')
+
+        def _stop() -> None:
+            with self._lifecycle_lock:
+                if self._run is run:
+                    self._stop_run(run, f'{master_address} left')
+
+        threading.Thread(target=_stop, name=f'ding-{self._cfg.name}-stop', daemon=True).start()
+
+
+__all__ = ['FlaskFileSystemLearner', 'LearnerSlave']
