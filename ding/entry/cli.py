@@ -1,4 +1,4 @@
-"""The ``ding`` command: ``ding -m serial -c cfg.py -s 0``."""
+"""The ``ding`` command: ``ding -m serial -c cfg.py -s 0``; ``ding ctl ...`` controls a running training."""
 from __future__ import annotations
 
 import argparse
@@ -19,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog='ding',
         description='Train and evaluate reinforcement-learning agents.',
-        epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0',
+        epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0\n'
+               'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
     p.add_argument('-c', '--config', help='config file (.py defining main_config/create_config, or .yaml)')
@@ -29,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--train-iter', type=int, default=int(1e10), help='stop after this many train iterations')
     p.add_argument('--env-step', type=int, default=int(1e10), help='stop after this many env steps')
     p.add_argument('--load-path', help='checkpoint to evaluate (-m eval)')
+    p.add_argument('--resume', metavar='auto|never|PATH',
+                   help="continue a run from a checkpoint: 'auto' = the newest valid one of ./EXP_NAME/ckpt/ "
+                        "(fresh start if none), 'never' = start fresh, or a checkpoint path "
+                        "(default: the config's top-level 'resume' key, else 'never')")
     p.add_argument('-v', '--version', action='version', version=f'ding {_version()}')
     p.add_argument('-q', '--query-registry', metavar='REGISTRY',
                    help="list what is registered in REGISTRY (e.g. policy, env, buffer; 'all' for every one)")
@@ -59,6 +65,10 @@ def _query(name: str) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
+        from .ctl import main as ctl_main
+        return ctl_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.query_registry:
         return _query(args.query_registry)
@@ -76,6 +86,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail(str(exc))
 
     seeds = args.seed or [0]
+    if args.resume is not None:
+        if args.mode == 'eval':
+            return _fail('--resume applies to training modes; -m eval takes --load-path')
+        if len(seeds) > 1 and args.resume not in ('auto', 'never'):
+            return _fail('--resume PATH continues one run; with several seeds use --resume auto')
     for seed in seeds:
         cfg = main_cfg
         exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
@@ -93,16 +108,25 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
     if args.mode == 'serial':
         from ding.entry import serial_pipeline
-        serial_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step)
+        serial_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
+                        resume=args.resume)
     elif args.mode == 'serial_onpolicy':
         from ding.entry import serial_pipeline_onpolicy
-        serial_pipeline_onpolicy((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step)
+        serial_pipeline_onpolicy((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
+                                 resume=args.resume)
     elif args.mode == 'eval':
         from ding.entry import eval as eval_entry
         eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
     elif args.mode == 'parallel':
         from ding.entry import parallel_pipeline
-        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name)
+        kwargs = {}
+        if args.resume is not None:
+            import inspect
+            if 'resume' not in inspect.signature(parallel_pipeline).parameters:
+                from ding.config import ConfigError
+                raise ConfigError('--resume is not supported by -m parallel in this version')
+            kwargs['resume'] = args.resume
+        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name, **kwargs)
 
 
 if __name__ == '__main__':

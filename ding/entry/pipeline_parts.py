@@ -34,11 +34,24 @@ class SerialParts:
     tb_logger: Any
     progress: RunProgress
     closables: List[Callable[[], None]] = field(default_factory=list)
+    resume_path: Optional[str] = None  # the checkpoint this run resumed from (see ding.entry.resume)
+    service: Any = None  # the run service (ding.service.hooks.ServiceRuntime) when cfg.service asks for one
 
 
 def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setting: Optional[list],
-                       model: Any, dynamic_seed: bool, max_env_step: Optional[int], with_buffer: bool) -> SerialParts:
-    """Compile the config (validating it before any work starts), then build envs, policy and workers."""
+                       model: Any, dynamic_seed: bool, max_env_step: Optional[int], with_buffer: bool,
+                       resume: Any = None) -> SerialParts:
+    """Compile the config (validating it before any work starts), then build envs, policy and workers.
+
+    ``resume`` ('auto', 'never', a checkpoint path; None: the config's ``resume`` key) picks a
+    checkpoint to continue from: the run keeps its directory and the workers get the saved state.
+    """
+    from .resume import register_checkpoint_extras, resolve_resume, restore_serial_state, save_buffer_with_checkpoint
+
+    # Before any work (and the heavy imports): a bad resume path fails here, and a resumed run keeps
+    # (does not renew) its directory.
+    resume_path = resolve_resume(cfg, resume)
+
     from ding.config import compile_config
     from ding.envs import create_env_manager, get_vec_env_setting
     from ding.policy import create_policy
@@ -48,7 +61,14 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
 
     create_cfg.policy.type = create_cfg.policy.type + '_command'
     env_fn = None if env_setting is None else env_setting[0]
-    cfg = compile_config(cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True)
+    cfg = compile_config(cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True,
+                         renew_dir=resume_path is None)
+    save_buffer = save_buffer_with_checkpoint(cfg)
+    if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
+        from ding.service import check_service_config
+        check_service_config(cfg.service)
+    if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
+        cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
     if env_setting is None:
         env_fn, collector_env_cfg, evaluator_env_cfg = get_vec_env_setting(cfg.env)
     else:
@@ -81,14 +101,42 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
         closables.insert(0, buffer.close)
     commander = create_serial_commander(cfg.policy.other.commander, learner, collector, evaluator, buffer,
                                         policy.command_mode)
+    register_checkpoint_extras(learner, collector, evaluator, buffer, save_buffer)
+    if resume_path is not None:
+        try:
+            restore_serial_state(learner, collector, evaluator, buffer, resume_path)
+        except BaseException:
+            for close in closables:
+                try:
+                    close()
+                except Exception:
+                    pass
+            raise
     progress = RunProgress(cfg.exp_name, max_env_step)
-    return SerialParts(cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables)
+    parts = SerialParts(cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables,
+                        resume_path)
+    if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
+        from ding.service.hooks import attach_serial_service
+        try:
+            parts.service = attach_serial_service(parts)
+        except BaseException:
+            for close in closables:
+                try:
+                    close()
+                except Exception:
+                    pass
+            raise
+        if parts.service is not None:
+            closables.insert(0, parts.service.close)
+    return parts
 
 
 def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
     """Print the summary line and close every component, even when one of them fails to close."""
     errors = []
     try:
+        if parts.service is not None:
+            parts.service.end_run(solved, reason)
         line = parts.progress.close(
             solved, parts.collector.envstep, parts.learner.train_iter, getattr(parts.evaluator, 'best_return', None),
             parts.cfg.env.get('stop_value'), reason

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
+from time import perf_counter
 from typing import Any, Optional, Tuple, Union
 
 import torch
@@ -18,24 +19,32 @@ def serial_pipeline(
         max_train_iter: Optional[int] = int(1e10),
         max_env_step: Optional[int] = int(1e10),
         dynamic_seed: Optional[bool] = True,
+        resume: Optional[str] = None,
 ) -> Any:
     """Train an off-policy algorithm (e.g. DQN) until ``env.stop_value``, ``max_train_iter`` or ``max_env_step``.
 
-    ``input_cfg`` is a config file path or a ``(main_config, create_config)`` pair. Returns the policy.
+    ``input_cfg`` is a config file path or a ``(main_config, create_config)`` pair. ``resume``: 'auto',
+    'never' or a checkpoint path (None: the config's top-level ``resume``; see ``ding.entry.resume``).
+    Returns the policy.
     """
     cfg, create_cfg = load_input_config(input_cfg)
     parts = build_serial_parts(cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step,
-                               with_buffer=True)
+                               with_buffer=True, resume=resume)
     cfg, learner, collector, evaluator, buffer, commander = (
         parts.cfg, parts.learner, parts.collector, parts.evaluator, parts.buffer, parts.commander
     )
-    update_per_collect = cfg.policy.learn.update_per_collect
-    batch_size = cfg.policy.learn.batch_size
+    learn_cfg = cfg.policy.learn
     use_priority = cfg.policy.get('priority', False)
+    service = parts.service  # run control / metrics (ding.service); None unless cfg.service asks for it
     stop, reason = False, 'interrupted'
     try:
         learner.call_hook('before_run')
         while True:
+            # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
+            if service is not None and not service.gate(learner.train_iter, collector.envstep):
+                reason = 'terminated'
+                break
+            update_per_collect, batch_size = learn_cfg.update_per_collect, learn_cfg.batch_size  # tunable
             collect_kwargs = commander.step()
             if evaluator.should_eval(learner.train_iter):
                 stop, eval_info = evaluator.eval(learner.save_checkpoint, learner.train_iter, collector.envstep)
@@ -46,7 +55,10 @@ def serial_pipeline(
             new_data = collector.collect(train_iter=learner.train_iter, policy_kwargs=collect_kwargs)
             buffer.push(new_data, cur_collector_envstep=collector.envstep)
             for _ in range(update_per_collect):
+                t0 = perf_counter()
                 train_data = buffer.sample(batch_size, learner.train_iter)
+                if service is not None:
+                    service.observe_sample(train_data, perf_counter() - t0, learner.train_iter)
                 if train_data is None:
                     break
                 learner.train(train_data, collector.envstep)

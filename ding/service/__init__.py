@@ -1,0 +1,121 @@
+"""The run service: run control (pause / resume / tune / terminate), Prometheus metrics, health, policy
+weights over HTTP and structured JSON event logs, for the serial pipeline and as parts for the parallel one.
+
+Configured by the top-level ``service`` section of a config (off by default: the HTTP server imports
+flask and prometheus-client, about half a second)::
+
+    service=dict(
+        enable=False,                # serve /run/*, /metrics, /healthz, /weights/* over HTTP
+        host='127.0.0.1',            # bind address (control needs the token in any case)
+        port=0,                      # 0: a free port, written to ./{exp_name}/run.json
+        token=None,                  # None: a random token per run (in run.json, mode 0600)
+        json_log=False,              # one JSON event per line in ./{exp_name}/log/events.jsonl
+        json_log_every=100,          # a 'train' event every N iterations (0: none)
+        health_stuck_seconds=300.0,  # /healthz answers 503 after this long without an iteration
+        weights_freq=100,            # publish weights every N iterations (0: never periodically); also at
+                                     # start, pause and end, and on demand when /weights/* is read
+    )
+
+This package's top level imports nothing heavy; see ``ding.service.hooks`` (runtime and learner hooks),
+``ding.service.http`` (server), ``ding.service.weights`` (``WeightsClient``), ``ding.service.metrics``,
+``ding.service.run_control``, ``ding.service.json_log`` and ``ding.entry.ctl`` (``ding ctl``).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from importlib import import_module as _import
+from typing import Any, Mapping, Optional
+
+from easydict import EasyDict
+
+SERVICE_DEFAULTS = dict(
+    enable=False,
+    host='127.0.0.1',
+    port=0,
+    token=None,
+    json_log=False,
+    json_log_every=100,
+    health_stuck_seconds=300.0,
+    weights_freq=100,
+)
+
+
+def _error(message: str) -> Exception:
+    from ding.config.errors import ConfigError
+    return ConfigError(message)
+
+
+def check_service_config(section: Optional[Mapping[str, Any]]) -> EasyDict:
+    """The ``service`` section merged over ``SERVICE_DEFAULTS``; ``ConfigError`` naming ``service.KEY``."""
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        raise _error(f'service: expected a dict (section), got {type(section).__name__} {section!r}')
+    unknown = sorted(set(section) - set(SERVICE_DEFAULTS) - {'cfg_type'})
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), list(SERVICE_DEFAULTS), n=1)
+            hints.append(f"service.{key}" + (f" (did you mean '{close[0]}'?)" if close else ''))
+        raise _error(f"unknown key(s) in the service section: {', '.join(hints)}; valid keys: "
+                     f"{sorted(SERVICE_DEFAULTS)}")
+    cfg = EasyDict(dict(SERVICE_DEFAULTS, **{k: v for k, v in section.items() if k != 'cfg_type'}))
+    problems = []
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    for key in ('enable', 'json_log'):
+        if not isinstance(cfg[key], bool):
+            problems.append(f'service.{key}: expected True or False, got {cfg[key]!r}')
+    if not isinstance(cfg.host, str) or not cfg.host:
+        problems.append(f'service.host: expected an address string, got {cfg.host!r}')
+    if not is_int(cfg.port) or not 0 <= cfg.port <= 65535:
+        problems.append(f'service.port: expected an int in [0, 65535] (0: any free port), got {cfg.port!r}')
+    if cfg.token is not None and (not isinstance(cfg.token, str) or len(cfg.token) < 8 or any(
+            c.isspace() for c in cfg.token)):
+        problems.append('service.token: expected None (generate one) or a string of at least 8 characters '
+                        'without spaces')
+    for key in ('json_log_every', 'weights_freq'):
+        if not is_int(cfg[key]) or cfg[key] < 0:
+            problems.append(f'service.{key}: expected an int >= 0, got {cfg[key]!r}')
+    stuck = cfg.health_stuck_seconds
+    if isinstance(stuck, bool) or not isinstance(stuck, (int, float)) or math.isnan(stuck) or not stuck > 0:
+        problems.append(f'service.health_stuck_seconds: expected a number > 0, got {stuck!r}')
+    if problems:
+        raise _error('invalid service config:\n  ' + '\n  '.join(problems))
+    cfg.health_stuck_seconds = float(stuck)
+    return cfg
+
+
+_EXPORTS = {
+    'ServiceRuntime': '.hooks',
+    'attach_serial_service': '.hooks',
+    'start_service': '.hooks',
+    'service_enabled': '.hooks',
+    'MetricsHook': '.hooks',
+    'PublishWeightsHook': '.hooks',
+    'RunControlHook': '.hooks',
+    'RunControl': '.run_control',
+    'TuneError': '.run_control',
+    'RunStateError': '.run_control',
+    'ServiceMetrics': '.metrics',
+    'inc_nan_guard_event': '.metrics',
+    'WeightsStore': '.weights',
+    'WeightsClient': '.weights',
+    'WeightsFollower': '.weights',
+    'JsonEventLog': '.json_log',
+    'ServiceServer': '.http',
+    'serve': '.http',
+}
+
+__all__ = ['SERVICE_DEFAULTS', 'check_service_config'] + list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(_import(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ding.service' has no attribute '{name}'")

@@ -1,0 +1,243 @@
+"""Prometheus metrics of one run, in a registry of its own (never prometheus-client's global one).
+
+``ServiceMetrics`` holds every metric; ``text()`` is what ``GET /metrics`` serves. prometheus-client
+is imported when a ``ServiceMetrics`` is built, so importing this module stays cheap (the NaN guard
+imports it to report its events).
+
+Other components report through small functions that do nothing when no run has metrics:
+``inc_nan_guard_event(kind, n)`` (the learner's NaN guard) counts ``nan_guard_events_total{kind}``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Optional
+
+# Buckets: sampling from a local buffer takes micro- to milliseconds, from a remote one up to seconds.
+SAMPLE_LATENCY_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+CHECKPOINT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+# Policy lag in learner iterations (0: the data came from the current weights).
+POLICY_LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+RUN_STATES = ('running', 'pausing', 'paused', 'terminating', 'terminated', 'finished')
+
+_active_lock = threading.Lock()
+_active: Optional['ServiceMetrics'] = None
+
+
+class ServiceMetrics:
+    """The metrics of one run. Cheap to update (a lock and an add per call); read by ``text()``.
+
+    Labels are kept off the per-iteration series; who the run is goes in ``ding_run_info``
+    (``run_id``, ``exp_name``, ``worker``, ``config_hash``).
+    """
+
+    def __init__(self, run_id: str = '', exp_name: str = '', worker: str = 'learner', config_hash: str = '') -> None:
+        from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.run_info = Info('ding_run', 'Identity of this training run', registry=r)
+        self.run_info.info({'run_id': run_id, 'exp_name': exp_name, 'worker': worker, 'config_hash': config_hash})
+
+        # learner
+        self.sgd_steps = Counter('learner_sgd_steps', 'Learner iterations (optimizer updates) done by this process',
+                                 registry=r)
+        self.policy_loss = Gauge('learner_policy_loss', 'Policy loss of the last iteration', registry=r)
+        self.value_loss = Gauge('learner_value_loss', 'Value loss of the last iteration (the TD loss for value-based '
+                                'policies that report only total_loss)', registry=r)
+        self.entropy = Gauge('learner_entropy', 'Policy entropy of the last iteration', registry=r)
+        self.total_loss = Gauge('learner_total_loss', 'Total loss of the last iteration', registry=r)
+        self.learning_rate = Gauge('learner_learning_rate', 'Learning rate of the last iteration (cur_lr)', registry=r)
+        self.sample_latency = Histogram('learner_sample_latency_seconds', 'Time to get one training batch',
+                                        buckets=SAMPLE_LATENCY_BUCKETS, registry=r)
+        self.checkpoint_duration = Histogram('learner_checkpoint_duration_seconds', 'Time to write one checkpoint',
+                                             buckets=CHECKPOINT_BUCKETS, registry=r)
+        self.last_step = Gauge('learner_last_step_timestamp_seconds', 'Unix time of the last completed iteration',
+                               registry=r)
+        self.heartbeat = Gauge('learner_heartbeat_timestamp_seconds',
+                               'Unix time the training loop last showed it is alive (also while paused)', registry=r)
+        self.iteration = Gauge('learner_iteration', 'Learner iteration counter (train_iter)', registry=r)
+
+        # weights
+        self.weights_published = Counter('learner_weights_publish', 'Weights versions published', registry=r)
+        self.weights_failures = Counter('learner_weights_publish_failures', 'Weights publications that failed',
+                                        registry=r)
+        self.weights_version = Gauge('learner_weights_version', 'Version (learner iteration) of the served weights',
+                                     registry=r)
+        self.weights_size = Gauge('learner_weights_size_bytes', 'Size of the served weights payload', registry=r)
+
+        # data
+        self.prefetch_queue = Gauge('prefetch_queue_size', 'Batches waiting in the learner prefetch queue '
+                                    '(0 in the serial pipeline, which samples synchronously)', registry=r)
+        self.env_steps = Counter('collector_env_steps', 'Environment steps collected', registry=r)
+        self.policy_lag = Histogram('policy_lag', 'Learner iterations between the weights that collected a '
+                                    'batch and the weights it trains (one observation per batch: its mean)',
+                                    buckets=POLICY_LAG_BUCKETS, registry=r)
+        self.nan_guard = Counter('nan_guard_events', 'NaN guard events (skipped steps, rollbacks)', ['kind'],
+                                 registry=r)
+
+        # run control
+        self.control_events = Counter('run_control_events', 'Run-control events (requests, state changes, tunes)',
+                                      ['event'], registry=r)
+        self.state = Enum('run_state', 'State of the run', states=list(RUN_STATES), registry=r)
+        self.hyperparameter = Gauge('learner_hyperparameter', 'Current value of each tunable hyperparameter', ['key'],
+                                    registry=r)
+        # NaN ("no value yet") rather than a misleading 0 until the policy reports the value; a policy that
+        # never reports one (DQN has no entropy) keeps NaN.
+        for gauge in (self.policy_loss, self.value_loss, self.entropy, self.total_loss, self.learning_rate):
+            gauge.set(float('nan'))
+        self._env_steps_seen = 0
+        self._env_lock = threading.Lock()
+
+    # ---- updates -------------------------------------------------------------------------------------------
+    def observe_iteration(self, iteration: int, scalars: Optional[Dict[str, Any]] = None) -> None:
+        """One learner iteration completed; ``scalars``: the policy's log values of that iteration."""
+        self.sgd_steps.inc()
+        now = time.time()
+        self.last_step.set(now)
+        self.heartbeat.set(now)
+        self.iteration.set(iteration)
+        if scalars:
+            get = scalars.get
+            policy_loss, value_loss = get('policy_loss'), get('value_loss')
+            if policy_loss is not None:
+                self.policy_loss.set(policy_loss)
+            if value_loss is not None:
+                self.value_loss.set(value_loss)
+            total = get('total_loss')
+            if total is not None:
+                self.total_loss.set(total)
+                if policy_loss is None and value_loss is None:
+                    self.value_loss.set(total)  # value-based (DQN): the whole loss is the TD loss
+            entropy = get('entropy', get('entropy_loss'))
+            if entropy is not None:
+                self.entropy.set(entropy)
+            lr = get('cur_lr')
+            if lr is not None:
+                self.learning_rate.set(lr)
+            data_time = get('data_time')  # set by BaseLearner.start() (parallel mode)
+            if data_time is not None:
+                self.sample_latency.observe(data_time)
+            lag = get('policy_lag_mean')
+            if lag is not None:
+                self.policy_lag.observe(lag)
+
+    def beat(self) -> None:
+        self.heartbeat.set(time.time())
+
+    def observe_sample(self, seconds: float, lag: Optional[float] = None) -> None:
+        self.sample_latency.observe(seconds)
+        if lag is not None:
+            self.policy_lag.observe(lag)
+
+    def observe_policy_lag(self, lag: float) -> None:
+        self.policy_lag.observe(lag)
+
+    def observe_checkpoint(self, seconds: float) -> None:
+        self.checkpoint_duration.observe(seconds)
+
+    def set_env_steps(self, total: int) -> None:
+        """The collector's cumulative env steps; the counter advances by the difference."""
+        with self._env_lock:
+            delta = int(total) - self._env_steps_seen
+            if delta > 0:
+                self.env_steps.inc(delta)
+                self._env_steps_seen = int(total)
+
+    def set_prefetch_queue_size(self, n: int) -> None:
+        self.prefetch_queue.set(n)
+
+    def track_prefetch_queue(self, fn: Callable[[], float]) -> None:
+        """Read the queue size from ``fn`` at every scrape (e.g. ``lambda: loader.qsize()``)."""
+        self.prefetch_queue.set_function(_safe(fn))
+
+    def weights_published_ok(self, version: int, size: int) -> None:
+        self.weights_published.inc()
+        self.weights_version.set(version)
+        self.weights_size.set(size)
+
+    def weights_publish_failed(self) -> None:
+        self.weights_failures.inc()
+
+    def nan_guard_event(self, kind: str = 'skipped_step', n: int = 1) -> None:
+        self.nan_guard.labels(kind=kind).inc(n)
+
+    def control_event(self, event: Dict[str, Any]) -> None:
+        """A ``RunControl`` listener: count the event and follow the state."""
+        self.control_events.labels(event=event['event']).inc()
+        state = event.get('state')
+        if state in RUN_STATES:
+            self.state.state(state)
+
+    def track_hyperparameters(self, getters: Dict[str, Callable[[], Any]]) -> None:
+        """Export ``learner_hyperparameter{key}`` read from each getter at scrape time."""
+        for key, getter in getters.items():
+            self.hyperparameter.labels(key=key).set_function(_safe(getter))
+
+    # ---- reading -------------------------------------------------------------------------------------------
+    def text(self) -> bytes:
+        """The Prometheus text exposition of this run's registry."""
+        from prometheus_client import generate_latest
+        return generate_latest(self.registry)
+
+    @property
+    def content_type(self) -> str:
+        from prometheus_client import CONTENT_TYPE_LATEST
+        return CONTENT_TYPE_LATEST
+
+    # ---- the process's active run -------------------------------------------------------------------------
+    def activate(self) -> 'ServiceMetrics':
+        """Make this the run that module-level reporters (``inc_nan_guard_event``) count into."""
+        global _active
+        with _active_lock:
+            _active = self
+        return self
+
+    def deactivate(self) -> None:
+        global _active
+        with _active_lock:
+            if _active is self:
+                _active = None
+
+
+def _safe(fn: Callable[[], Any]) -> Callable[[], float]:
+    def read() -> float:
+        try:
+            return float(fn())
+        except Exception:  # a scrape must not fail because one value cannot be read right now
+            return float('nan')
+    return read
+
+
+def active_metrics() -> Optional[ServiceMetrics]:
+    """The metrics of the run active in this process, or None."""
+    return _active
+
+
+def inc_nan_guard_event(kind: str = 'skipped_step', n: int = 1) -> None:
+    """Count ``n`` NaN-guard events of ``kind`` in the active run's metrics (no-op without one)."""
+    metrics = _active
+    if metrics is not None:
+        metrics.nan_guard_event(kind, n)
+
+
+def parse_metrics(text: str) -> Dict[str, Dict[tuple, float]]:
+    """``{sample name: {sorted label items: value}}`` from Prometheus text (for tests and ``ding ctl``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out: Dict[str, Dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def sample_value(parsed: Dict[str, Dict[tuple, float]], name: str, **labels: Any) -> Optional[float]:
+    """One value from ``parse_metrics`` output (None when absent)."""
+    series = parsed.get(name)
+    if series is None:
+        return None
+    return series.get(tuple(sorted((k, str(v)) for k, v in labels.items())))
+
+
+__all__ = ['ServiceMetrics', 'active_metrics', 'inc_nan_guard_event', 'parse_metrics', 'sample_value',
+           'RUN_STATES']
