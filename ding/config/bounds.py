@@ -27,6 +27,9 @@ BOUNDS = {
     'value_weight': ('number', '[0, inf)'),
     'target_update_freq': ('int', '[1, inf)'),
     'target_theta': ('number', '(0, 1]'),
+    'nan_guard.lr_cut_factor': ('number', '(0, 1]'),
+    'nan_guard.max_consecutive_bad': ('int', '[1, inf)'),
+    'nan_guard.max_rollbacks': ('int', '[0, inf)'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
@@ -48,6 +51,8 @@ PIPELINE_KEYS = {
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
     'policy.eval': ('evaluator', ),
     'policy.other': ('replay_buffer', 'commander'),
+    # ding.entry.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
+    'policy.other.replay_buffer': ('save_with_checkpoint', ),
 }
 
 # Keys accepted in any section without appearing in its defaults.

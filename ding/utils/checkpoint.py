@@ -528,7 +528,7 @@ def prune_checkpoints(directory: Union[str, os.PathLike], keep_n: int, prefix: s
     if keep_n < 0:
         raise ValueError('prune_checkpoints: keep_n must be >= 0, got {}'.format(keep_n))
     found = list_checkpoints(directory, prefix)
-    doomed = found[:len(found) - keep_n] if keep_n else found
+    doomed = found[:max(len(found) - keep_n, 0)] if keep_n else found
     for p in doomed:
         # Manifest first: if we stop half-way the leftover data file reads as incomplete, never as valid.
         for f in (manifest_path(p), p):

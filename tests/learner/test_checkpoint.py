@@ -362,3 +362,10 @@ def test_map_location_moves_tensors_but_keeps_numpy_on_host(tmp_path):
     assert out['a'].device.type == 'meta' and out['a'] is out['b']
     assert isinstance(out['np'], np.ndarray) and out['n'] == 1
     assert load_checkpoint(path, map_location=torch.device('cpu'))['a'].device.type == 'cpu'
+
+
+def test_prune_keeps_everything_while_fewer_than_keep_n_exist(tmp_path):
+    for it in (10, 20, 30):
+        save_checkpoint(str(tmp_path / f'iteration_{it}'), {'last_iter': it, 'w': torch.zeros(2)})
+    assert prune_checkpoints(str(tmp_path), keep_n=5) == []
+    assert len(list_checkpoints(str(tmp_path))) == 3

@@ -81,6 +81,11 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         """The best mean evaluation return so far (``-inf`` before the first evaluation)."""
         return self._max_episode_return
 
+    @best_return.setter
+    def best_return(self, value: float) -> None:
+        """Restored on resume, so the first evaluation afterwards cannot replace ``ckpt_best`` with a worse policy."""
+        self._max_episode_return = float(value)
+
     # ---- scheduling ----------------------------------------------------------------------------
     def should_eval(self, train_iter: int) -> bool:
         """True at the first call (iteration 0 included), then once ``eval_freq`` iterations have passed;

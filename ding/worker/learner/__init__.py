@@ -3,9 +3,10 @@ from .learner_hook import (Hook, LearnerHook, LoadCkptHook, SaveCkptHook, LogSho
                            register_learner_hook, build_learner_hook_by_cfg, add_learner_hook, merge_hooks,
                            show_hooks)
 from .base_learner import BaseLearner, LearnerMonitor, create_learner
+from .nan_guard import NanGuard, NanGuardError, NanGuardHook, install_nan_guard
 
 __all__ = [
     'Hook', 'LearnerHook', 'LoadCkptHook', 'SaveCkptHook', 'LogShowHook', 'LogReduceHook', 'register_learner_hook',
     'build_learner_hook_by_cfg', 'add_learner_hook', 'merge_hooks', 'show_hooks', 'BaseLearner', 'LearnerMonitor',
-    'create_learner',
+    'create_learner', 'NanGuard', 'NanGuardError', 'NanGuardHook', 'install_nan_guard',
 ]

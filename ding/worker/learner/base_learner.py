@@ -21,6 +21,7 @@ from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
 from .learner_hook import (POSITIONS, LearnerHook, add_learner_hook, build_learner_hook_by_cfg, iterations_done,
                            merge_hooks, write_checkpoint)
+from .nan_guard import build_nan_guard_hook
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -98,6 +99,9 @@ class BaseLearner:
             save_ckpt_after_run=True,
             keep_n=5,
         ),
+        # Skip optimizer steps with non-finite gradients, cut the lr, roll back after repeated ones
+        # (ding.worker.learner.nan_guard; an addition to DI-engine's keys).
+        nan_guard=dict(enable=True, lr_cut_factor=0.5, max_consecutive_bad=3, rollback=True, max_rollbacks=3),
     )
 
     @classmethod
@@ -131,6 +135,9 @@ class BaseLearner:
 
         # Hooks first: a bad hook config fails before any file is opened.
         self._hooks: Dict[str, List[LearnerHook]] = {p: [] for p in POSITIONS}
+        self._nan_guard: Any = None  # set by the NaN guard hook when it attaches (before_run)
+        # name -> getter of extra state written into every checkpoint (see write_checkpoint).
+        self.checkpoint_extras: Dict[str, Any] = {}
         self._setup_hook()
 
         self._log_dir = f'./{exp_name}/log/{instance_name}'
@@ -159,7 +166,11 @@ class BaseLearner:
             self.policy = policy
 
     def _setup_hook(self) -> None:
-        self._hooks = merge_hooks(self._hooks, build_learner_hook_by_cfg(self._cfg.hook))
+        hooks = build_learner_hook_by_cfg(self._cfg.hook)
+        guard = build_nan_guard_hook(self._cfg.get('nan_guard'))
+        if guard is not None:
+            add_learner_hook(hooks, guard)
+        self._hooks = merge_hooks(self._hooks, hooks)
 
     # ---- hooks ---------------------------------------------------------------------------------------
     def register_hook(self, hook: LearnerHook) -> None:
@@ -501,6 +512,20 @@ class BaseLearner:
             _, self._tb_logger = build_logger(self._log_dir, self._instance_name, need_tb=True)
             self._owns_tb_logger = True
         return self._tb_logger
+
+    @property
+    def nan_guard(self) -> Any:
+        """The attached ``NanGuard`` (None until its hook ran at ``before_run``, or when disabled)."""
+        return self._nan_guard
+
+    @nan_guard.setter
+    def nan_guard(self, guard: Any) -> None:
+        self._nan_guard = guard
+
+    @property
+    def nan_guard_events(self) -> Dict[str, int]:
+        """Counts of the NaN guard's events: ``skipped_step``, ``rollback``, ``rollback_failed``."""
+        return dict(self._nan_guard.events) if self._nan_guard is not None else {}
 
     @property
     def ckpt_name(self) -> Optional[str]:

@@ -107,9 +107,10 @@ def _strip_suffix(name: str) -> str:
 def write_checkpoint(engine: Any, iteration: Optional[int] = None) -> Optional[str]:
     """Write the learner's state as ``{checkpoint_dir}/{engine.ckpt_name or iteration_N}``.
 
-    The state is ``policy.state_dict()`` plus ``last_iter``, ``last_step`` (collector env steps)
-    and ``rng_state``; the learner's ``config_hash`` goes into the manifest. Only rank 0 writes;
-    other ranks get None. Returns the written path.
+    The state is ``policy.state_dict()`` plus ``last_iter``, ``last_step`` (collector env steps),
+    ``rng_state`` and, when ``engine.checkpoint_extras`` is set, ``extra_state``; the learner's
+    ``config_hash`` goes into the manifest. Only rank 0 writes; other ranks get None. Returns the
+    written path.
     """
     if engine.rank != 0:
         return None
@@ -126,6 +127,11 @@ def write_checkpoint(engine: Any, iteration: Optional[int] = None) -> Optional[s
     state['last_iter'] = int(iteration)
     state['last_step'] = int(engine.collector_envstep)
     state['rng_state'] = get_rng_state()
+    # State of other components (e.g. the serial pipeline's collector and replay buffer), as
+    # ``engine.checkpoint_extras = {name: getter}``; LoadCkptHook leaves it to whoever registered it.
+    extras = getattr(engine, 'checkpoint_extras', None)
+    if extras:
+        state['extra_state'] = {k: get() for k, get in extras.items()}
     path = save_checkpoint(os.path.join(dirname, name), state, config_hash=getattr(engine, 'config_hash', '') or '')
     engine._last_ckpt = (int(iteration), path)
     engine.info(f'{engine.instance_name} saved checkpoint {path} (iteration {iteration})')
@@ -162,6 +168,7 @@ class LoadCkptHook(LearnerHook):
         last_step = state.pop('last_step', None)
         rng_state = state.pop('rng_state', None)
         saved_hash = state.pop('config_hash', None)
+        state.pop('extra_state', None)  # not the policy's: see write_checkpoint
         engine.policy.load_state_dict(state)
         if last_iter is not None:
             engine.last_iter.update(int(last_iter))
