@@ -20,3 +20,4 @@ bench: install
 	$(PYTHON) benchmarks/learner_overhead.py
 	$(PYTHON) benchmarks/serial_cartpole.py
 	$(PYTHON) benchmarks/collect_throughput.py
+	$(PYTHON) benchmarks/parallel_cartpole.py

@@ -5,8 +5,9 @@ from .loader import read_config
 from .writer import save_config, save_config_py
 from .validate import validate_config
 from .config import compile_config
+from .parallel import compile_config_parallel, parallel_transform
 
 __all__ = [
     'ConfigError', 'deep_merge_dicts', 'deep_update', 'read_config', 'save_config', 'save_config_py',
-    'validate_config', 'compile_config'
+    'validate_config', 'compile_config', 'compile_config_parallel', 'parallel_transform'
 ]

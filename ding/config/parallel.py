@@ -55,6 +55,7 @@ def find_free_port(host: str = LOCAL_HOST, taken: Optional[set] = None) -> int:
 
 
 def _can_bind(host: str) -> bool:
+    """Whether ``host`` is an address of this machine."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((host, 0))
@@ -260,7 +261,6 @@ def compile_config_parallel(
     if 'collector_task_space' not in user_commander:
         # One collector task per collector unless the user says otherwise.
         commander.collector_task_space = int(main.policy.collect.collector.collector_num)
-    commander.path_policy = system_cfg.get('path_policy')  # DI-engine keeps it here too (leagues use it)
     if 'stop_value' in main.env and 'n_evaluator_episode' in main.env:
         main.policy.eval.setdefault('evaluator', EasyDict())
         main.policy.eval.evaluator.stop_value = main.env.stop_value
@@ -270,6 +270,7 @@ def compile_config_parallel(
         section = _type_section(create_cfg, key)
         system_cfg[key] = section
     out = parallel_transform(EasyDict(main=main, system=system_cfg), coordinator_host, learner_host, collector_host)
+    out.main.policy.other.commander.path_policy = out.system.path_policy  # DI-engine keeps it here too
     from ding.worker.coordinator.coordinator import Coordinator
     out.system.coordinator = deep_merge_dicts(Coordinator.default_config(), out.system.coordinator)
     out.seed = seed

@@ -126,7 +126,8 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
                 from ding.config import ConfigError
                 raise ConfigError('--resume is not supported by -m parallel in this version')
             kwargs['resume'] = args.resume
-        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name, **kwargs)
+        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name, max_env_step=args.env_step,
+                          max_train_iter=args.train_iter, **kwargs)
 
 
 if __name__ == '__main__':

@@ -142,6 +142,14 @@ class WorkerProcess:
             os.remove(self.ready_file)
 
 
+def is_local_host(host: str) -> bool:
+    """Whether a worker listening on ``host`` runs on this machine (the pipeline launches it)."""
+    if host in ('127.0.0.1', 'localhost', '0.0.0.0', '', '::1'):
+        return True
+    from ding.config.parallel import _can_bind
+    return _can_bind(host)
+
+
 def stop_workers(workers: List[WorkerProcess], grace: float = STOP_GRACE) -> None:
     """SIGTERM every worker, wait up to ``grace`` seconds in total, SIGKILL the rest, reap all."""
     for w in workers:
@@ -211,6 +219,7 @@ def parallel_pipeline(
         max_env_step: Optional[int] = None,
         max_train_iter: Optional[int] = None,
         ready_timeout: float = READY_TIMEOUT,
+        stop_event: Optional[threading.Event] = None,
 ) -> ParallelResult:
     """Train with separate learner and collector processes until ``env.stop_value`` (or a limit) is reached.
 
@@ -218,7 +227,8 @@ def parallel_pipeline(
     tuple. ``exp_name`` overrides ``main_config.exp_name``. ``enable_total_log`` also echoes the coordinator's
     log to the console; ``disable_flask_log`` silences the per-request HTTP log of the workers.
     Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
-    every process and raise KeyboardInterrupt.
+    every process and raise KeyboardInterrupt. Setting ``stop_event`` (from another thread) ends the run the
+    same orderly way and returns (reason 'stopped').
     """
     from ding.config.errors import ConfigError
     from ding.config.parallel import compile_config_parallel
@@ -240,8 +250,11 @@ def parallel_pipeline(
     config_json = os.path.abspath(os.path.join('.', exp, 'parallel_config.json'))
     _write_json(cfg, config_json)
 
+    # Workers on this machine are launched here; one whose host is another machine is started there by the
+    # user (``python -m ding.entry.parallel_worker ...``) and the coordinator connects to it once it serves.
     workers = [WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log))
-               for role in ('learner', 'collector') for name in cfg.system[role]]
+               for role in ('learner', 'collector') for name, entry in cfg.system[role].items()
+               if is_local_host(entry.host)]
     coordinator: Optional[Coordinator] = None
     progress = RunProgress(exp, max_env_step)
     stop_value = cfg.main.env.get('stop_value')
@@ -250,11 +263,11 @@ def parallel_pipeline(
         try:
             for w in workers:
                 w.launch()
-            _wait_ready(workers, cfg, config_json, ready_timeout)
+            _wait_ready(workers, cfg, config_json, ready_timeout, stop_event)
             coordinator = Coordinator(cfg, max_env_step=max_env_step, max_train_iter=max_train_iter,
                                       log_to_console=bool(enable_total_log))
             coordinator.start()
-            reason = _supervise(coordinator, workers, cfg, config_json, progress)
+            reason = _supervise(coordinator, workers, cfg, config_json, progress, stop_event)
             solved = coordinator.solved
         except BaseException as exc:
             reason = 'interrupted' if isinstance(exc, KeyboardInterrupt) else f'error: {exc}'
@@ -283,11 +296,14 @@ def _relaunch_on_new_port(w: WorkerProcess, cfg: EasyDict, config_json: str) -> 
     return port
 
 
-def _wait_ready(workers: List[WorkerProcess], cfg: EasyDict, config_json: str, timeout: float) -> None:
+def _wait_ready(workers: List[WorkerProcess], cfg: EasyDict, config_json: str, timeout: float,
+                stop_event: Optional[threading.Event] = None) -> None:
     """Block until every worker serves; a taken port gets a fresh one, any other early exit is an error."""
     deadline = time.time() + timeout
     pending = list(workers)
     while pending:
+        if stop_event is not None and stop_event.is_set():
+            raise KeyboardInterrupt('stop_event set while the workers were starting')
         for w in list(pending):
             if w.check_ready():
                 pending.remove(w)
@@ -322,11 +338,14 @@ def _adopt_port(w: WorkerProcess, cfg: EasyDict) -> bool:
 
 
 def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, config_json: str,
-               progress: Any) -> str:
+               progress: Any, stop_event: Optional[threading.Event] = None) -> str:
     """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
     restarting: List[WorkerProcess] = []
     while not coordinator.system_shutdown_flag:
-        time.sleep(0.1)
+        if stop_event is not None and stop_event.wait(0.1):
+            return 'stopped'
+        elif stop_event is None:
+            time.sleep(0.1)
         for w in workers:
             code = w.poll()
             if code is None or w in restarting:

@@ -1,1 +1,7 @@
 from .base_serial_commander import BaseSerialCommander, create_serial_commander
+from .base_parallel_commander import BaseCommander, TaskSpace, create_parallel_commander, get_parallel_commander_cls
+from .solo_parallel_commander import SoloCommander
+from .naive_parallel_commander import NaiveCommander
+from .resource_manager import NaiveResourceManager
+from .comm_coordinator import CommCoordinator
+from .coordinator import Coordinator

@@ -28,7 +28,9 @@ cartpole_dqn_config = dict(
             learning_rate=0.001,
             learner=dict(
                 learner_num=1,
-                send_policy_freq=1,
+                # publish the weights every 10 iterations (DI-engine: every iteration); collectors reload
+                # them every update_policy_second anyway, and each publish costs the learner a snapshot
+                send_policy_freq=10,
             ),
         ),
         collect=dict(
@@ -36,6 +38,11 @@ cartpole_dqn_config = dict(
             collector=dict(
                 collector_num=2,
                 update_policy_second=3,
+                # training samples per collect task: short tasks free a collector for the next evaluation
+                # soon and pick up the newest epsilon
+                n_sample=256,
+                # samples per data file: few big files keep the learner's file cache warm
+                chunk_size=512,
             ),
         ),
         other=dict(
@@ -88,7 +95,12 @@ cartpole_dqn_create_config = EasyDict(cartpole_dqn_create_config)
 create_config = cartpole_dqn_create_config
 
 cartpole_dqn_system_config = dict(
-    coordinator=dict(),
+    coordinator=dict(
+        # collectors may hand over at most 4 samples per learner iteration beyond the first 512: a replay
+        # ratio near the serial pipeline's, and CPU left for the learner
+        max_samples_per_iter=4,
+        pacing_warmup_samples=512,
+    ),
     # shared directories of sample files and policy weights (every process must see them);
     # '{exp_name}' is replaced by the experiment name
     path_data='./{exp_name}/data',

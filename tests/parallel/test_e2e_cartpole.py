@@ -1,0 +1,92 @@
+"""``ding -m parallel`` on CartPole DQN to the stop value, with the real learner and collectors.
+
+Runs the CLI in a subprocess (what a user types: ``ding -m parallel -c <config> -s 0``), checks the
+summary line, and that no worker process is left; the second test SIGKILLs a collector mid-run.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+EXP = 'cartpole_dqn_parallel'
+SUMMARY = re.compile(r'\[ding\] cartpole_dqn_parallel: SOLVED \| stop value 195 \| '
+                     r'env steps (\d+) \| train iters (\d+)')
+
+
+def worker_pids(marker: str):
+    """Live worker processes whose command line mentions ``marker`` (a /proc scan)."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
+            with open(f'/proc/{entry}/stat') as f:
+                state = f.read().rsplit(')', 1)[1].split()[0]
+        except OSError:
+            continue
+        if 'ding.entry.parallel_worker' in cmd and marker in cmd and state != 'Z':
+            found.append(int(entry))
+    return found
+
+
+def start_cli(cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', DING_QUIET='1')
+    return subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0'],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout):
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the pipeline stops its workers on SIGTERM
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f'no stop value within {timeout}s:\n{err[-3000:]}')
+    return err
+
+
+def test_cli_parallel_cartpole_reaches_the_stop_value(tmp_path):
+    started = time.time()
+    proc = start_cli(tmp_path)
+    err = finish(proc, 170)
+    assert proc.returncode == 0, err[-3000:]
+    match = SUMMARY.search(err)
+    assert match, err[-3000:]
+    assert time.time() - started < 170
+    assert worker_pids(str(tmp_path)) == []
+    assert os.path.isfile(tmp_path / EXP / 'total_config.py')
+    policies = [n for n in os.listdir(tmp_path / EXP / 'policy') if n.endswith('.safetensors')]
+    assert len(policies) == 1  # one learner task, one published policy
+
+
+def test_cli_parallel_cartpole_survives_a_sigkilled_collector(tmp_path):
+    proc = start_cli(tmp_path)
+    ready = tmp_path / EXP / 'run' / 'collector0.ready'
+    try:
+        deadline = time.time() + 120
+        while not ready.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        victim = json.loads(ready.read_text())['pid']
+        time.sleep(3.0)  # collecting by now
+        os.kill(victim, signal.SIGKILL)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    err = finish(proc, 170)
+    assert proc.returncode == 0, err[-3000:]
+    assert SUMMARY.search(err), err[-3000:]
+    log = (tmp_path / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt').read_text()
+    assert 'collector0 reported dead by the pipeline' in log
+    assert 'connected to collector collector0 (127.0.0.1' in log and 'again' in log  # the restarted process
+    assert worker_pids(str(tmp_path)) == []
