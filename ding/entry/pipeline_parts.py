@@ -55,6 +55,7 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     from ding.config import compile_config
     from ding.envs import create_env_manager, get_vec_env_setting
     from ding.policy import create_policy
+    from ding.torch_utils import configure_torch_threads
     from ding.utils import config_hash, set_pkg_seed
     from ding.worker import (BaseLearner, InteractionSerialEvaluator, create_buffer, create_serial_collector,
                              create_serial_commander)
@@ -81,6 +82,7 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     collector_env.seed(cfg.seed, dynamic_seed=dynamic_seed)
     evaluator_env.seed(cfg.seed, dynamic_seed=False)
     set_pkg_seed(cfg.seed, use_cuda=cfg.policy.cuda)
+    configure_torch_threads()
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
     from tensorboardX import SummaryWriter

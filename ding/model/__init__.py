@@ -1,0 +1,11 @@
+"""Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``)."""
+from .common import (
+    MLP, fc_block, FCEncoder, ConvEncoder, DiscreteHead, DuelingHead, RegressionHead, ReparameterizationHead,
+    create_model
+)
+from .template import DQN, VAC
+
+__all__ = [
+    'MLP', 'fc_block', 'FCEncoder', 'ConvEncoder', 'DiscreteHead', 'DuelingHead', 'RegressionHead',
+    'ReparameterizationHead', 'create_model', 'DQN', 'VAC'
+]

@@ -1,0 +1,2 @@
+from .q_learning import DQN
+from .vac import VAC

@@ -1,0 +1,74 @@
+"""Helpers shared by the concrete policies: config defaults, batching observations, transition fields."""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, List
+
+import numpy as np
+import torch
+from easydict import EasyDict
+
+
+def merge_config(defaults: Mapping, user: Mapping) -> EasyDict:
+    """Deep merge: ``user`` values win, nested dicts are merged, keys only ``user`` has are kept."""
+    out = copy.deepcopy(dict(defaults))
+    for k, v in user.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge_config(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return EasyDict(out)
+
+
+def stack_obs(obs_list: List[Any], device: torch.device) -> torch.Tensor:
+    """One batched float tensor from per-env observations (numpy arrays or tensors)."""
+    first = obs_list[0]
+    if isinstance(first, torch.Tensor):
+        obs = torch.stack(obs_list)
+    else:
+        obs = torch.from_numpy(np.stack(obs_list))
+    if obs.dtype != torch.float32:
+        obs = obs.float()
+    return obs if device.type == 'cpu' else obs.to(device)
+
+
+def obs_to_tensor(obs: Any) -> torch.Tensor:
+    """A float32 tensor that owns its memory (env managers may reuse observation buffers)."""
+    if isinstance(obs, torch.Tensor):
+        return obs if obs.dtype == torch.float32 else obs.float()
+    return torch.tensor(obs, dtype=torch.float32)
+
+
+def reward_to_tensor(reward: Any) -> torch.Tensor:
+    """A 0-d float32 tensor from a python number, a (1,) array or a tensor."""
+    if hasattr(reward, 'item'):
+        reward = reward.item()
+    return torch.tensor(float(reward), dtype=torch.float32)
+
+
+def terminated(timestep: Any) -> bool:
+    """True when the episode really ended: ``done`` and not a time-limit truncation (which must bootstrap)."""
+    if not timestep.done:
+        return False
+    info = timestep.info
+    return not (isinstance(info, Mapping) and info.get('TimeLimit.truncated', False))
+
+
+def check_unroll_len(cfg: Mapping, policy_name: str) -> None:
+    unroll_len = cfg.get('collect', {}).get('unroll_len', 1)
+    if unroll_len != 1:
+        raise NotImplementedError(f"{policy_name}: policy.collect.unroll_len={unroll_len} is not supported "
+                                  "(non-recurrent model; use 1)")
+
+
+def build_adam(params, lr: float, **kwargs: Any) -> torch.optim.Adam:
+    """Adam (``ding.torch_utils.Adam``: torch's maths without the compiler import on the start path), using the
+    fused kernel where this torch build has it for the parameters' device: same numbers, several times less
+    per-step overhead for small networks."""
+    from ding.torch_utils import Adam
+    params = list(params)
+    try:
+        return Adam(params, lr=lr, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return Adam(params, lr=lr, **kwargs)
