@@ -220,6 +220,7 @@ def parallel_pipeline(
         max_train_iter: Optional[int] = None,
         ready_timeout: float = READY_TIMEOUT,
         stop_event: Optional[threading.Event] = None,
+        resume: Optional[str] = None,
 ) -> ParallelResult:
     """Train with separate learner and collector processes until ``env.stop_value`` (or a limit) is reached.
 
@@ -229,6 +230,11 @@ def parallel_pipeline(
     Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
     every process and raise KeyboardInterrupt. Setting ``stop_event`` (from another thread) ends the run the
     same orderly way and returns (reason 'stopped').
+
+    ``resume`` ('auto', 'never' or a checkpoint path; default: the config's top-level ``resume``, else
+    'never'): the learner starts from that checkpoint (``auto``: the newest valid one of
+    ``./{exp_name}/ckpt_learner0``). The config's ``service`` section gives the coordinator (and the
+    learner) the run service: ``/run/*`` (pause, resume, tune, terminate), ``/metrics``, ``/healthz``.
     """
     from ding.config.errors import ConfigError
     from ding.config.parallel import compile_config_parallel
@@ -241,8 +247,15 @@ def parallel_pipeline(
                           'config file')
     if exp_name:
         main_cfg.exp_name = exp_name
+    from .resume import experiment_ckpt_dir, resolve_resume
+    main_cfg.setdefault('exp_name', 'default_experiment')
+    run_started = time.time()
+    # Before anything is built or written: a checkpoint that does not verify stops the run here.
+    resume_path = resolve_resume(main_cfg, resume, ckpt_dir=experiment_ckpt_dir(main_cfg.exp_name, 'learner0'))
+    main_cfg.pop('resume', None)
     cfg = compile_config_parallel(main_cfg, create_cfg, system_cfg, seed=seed, save_cfg=True)
     exp = cfg.main.exp_name
+    _check_policy_transport(cfg)
     run_dir = os.path.join('.', exp, 'run')
     log_dir = os.path.join('.', exp, 'log')
     for d in (run_dir, log_dir, cfg.system.path_data, cfg.system.path_policy):
@@ -256,6 +269,7 @@ def parallel_pipeline(
                for role in ('learner', 'collector') for name, entry in cfg.system[role].items()
                if is_local_host(entry.host)]
     coordinator: Optional[Coordinator] = None
+    service: Any = None
     progress = RunProgress(exp, max_env_step)
     stop_value = cfg.main.env.get('stop_value')
     solved, reason = False, 'interrupted'
@@ -265,7 +279,9 @@ def parallel_pipeline(
                 w.launch()
             _wait_ready(workers, cfg, config_json, ready_timeout, stop_event)
             coordinator = Coordinator(cfg, max_env_step=max_env_step, max_train_iter=max_train_iter,
-                                      log_to_console=bool(enable_total_log))
+                                      log_to_console=bool(enable_total_log), resume=resume_path,
+                                      run_started=run_started)
+            service = _start_service(cfg, coordinator)
             coordinator.start()
             reason = _supervise(coordinator, workers, cfg, config_json, progress, stop_event)
             solved = coordinator.solved
@@ -277,6 +293,9 @@ def parallel_pipeline(
                 if coordinator is not None:
                     coordinator.close()
             finally:
+                if service is not None:
+                    service.end_run(solved, reason)
+                    service.close()
                 stop_workers(workers)
                 if os.path.isdir(run_dir) and not os.listdir(run_dir):
                     os.rmdir(run_dir)
@@ -337,11 +356,49 @@ def _adopt_port(w: WorkerProcess, cfg: EasyDict) -> bool:
     return False
 
 
+def _check_policy_transport(cfg: EasyDict) -> None:
+    """``policy_transport='http'`` needs the learner's run service (or an explicit ``weights_address``)."""
+    from ding.config.errors import ConfigError
+    from ding.service.weights import check_policy_transport
+    collector_cfg = cfg.main.policy.collect.collector
+    try:
+        transport = check_policy_transport(collector_cfg.get('policy_transport', 'fs'),
+                                           'policy.collect.collector.policy_transport')
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if transport != 'http' or collector_cfg.get('weights_address'):
+        return
+    if not (cfg.main.get('service') or {}).get('enable'):
+        raise ConfigError("policy.collect.collector.policy_transport='http' needs the learner's weights server: "
+                          "set service=dict(enable=True) (or policy.collect.collector.weights_address)")
+
+
+def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
+    """The coordinator's run service (``run.json``, ``/run/*``, ``/metrics``, ``/healthz``), or None."""
+    from ding.service.hooks import service_enabled, start_service
+    if not service_enabled(cfg.main):
+        return None
+    runtime = start_service(cfg.main.get('service'), cfg.main.exp_name, instance='coordinator',
+                            serve_weights=False, log=coordinator.info)
+    try:
+        coordinator.attach_service(runtime)
+        if runtime.metrics is not None:
+            runtime.metrics.track_hyperparameters(runtime.control.getters())
+        runtime.emit('run_start', exp_name=cfg.main.exp_name, pid=os.getpid(), tunable=runtime.control.tunable_keys)
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime
+
+
 def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, config_json: str,
                progress: Any, stop_event: Optional[threading.Event] = None) -> str:
     """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
     restarting: List[WorkerProcess] = []
     while not coordinator.system_shutdown_flag:
+        coordinator.poll_service()  # run control: tunes, pause / resume, terminate (between rounds)
+        if coordinator.system_shutdown_flag:
+            break
         if stop_event is not None and stop_event.wait(0.1):
             return 'stopped'
         elif stop_event is None:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from easydict import EasyDict
 
+from ding.config.merge import deep_merge_dicts
 from ding.utils.registry import MODEL_REGISTRY, import_module
 
 _MODES = ('learn', 'collect', 'eval', 'command')
@@ -54,7 +55,8 @@ class Policy(ABC):
 
     def __init__(self, cfg: Dict, model: Optional[torch.nn.Module] = None,
                  enable_field: Optional[List[str]] = None) -> None:
-        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        # The algorithm's defaults under the user's values, so a partial config works everywhere.
+        self._cfg = deep_merge_dicts(type(self).default_config(), cfg)
         self._on_policy = self._cfg.get('on_policy', False)
         self._enable_field = list(_MODES) if enable_field is None else list(enable_field)
         unknown = [f for f in self._enable_field if f not in _MODES]
@@ -182,46 +184,59 @@ class Policy(ABC):
         return f"{type(self).__name__}(model={type(self._model).__name__ if self._model is not None else None})"
 
     # ---- mode views -----------------------------------------------------------------------------
-    def _mode(self, field: str, members: Dict[str, Callable]) -> _PolicyMode:
-        if field not in self._enable_field:
-            raise AttributeError(f"{type(self).__name__}: mode '{field}' is not enabled (enable_field={self._enable_field})")
+    def _mode(self, field: str) -> _PolicyMode:
         view = self._modes.get(field)
         if view is None:
-            view = self._modes[field] = _PolicyMode(self, members)
+            if field not in self._enable_field:
+                raise AttributeError(f"{type(self).__name__}: mode '{field}' is not enabled "
+                                     f"(enable_field={self._enable_field})")
+            view = self._modes[field] = _PolicyMode(self, getattr(self, f'_{field}_mode_members')())
         return view
 
-    @property
-    def learn_mode(self) -> _PolicyMode:
-        return self._mode('learn', dict(
+    def _learn_mode_members(self) -> Dict[str, Callable]:
+        return dict(
             forward=self._forward_learn, reset=self._reset_learn, info=self._info,
             monitor_vars=self._monitor_vars_learn, get_attribute=self._get_attribute,
             set_attribute=self._set_attribute, state_dict=self._state_dict_learn,
             load_state_dict=self._load_state_dict_learn,
-        ))
+        )
 
-    @property
-    def collect_mode(self) -> _PolicyMode:
-        return self._mode('collect', dict(
+    def _collect_mode_members(self) -> Dict[str, Callable]:
+        return dict(
             forward=self._forward_collect, process_transition=self._process_transition,
             get_train_sample=self._get_train_sample, reset=self._reset_collect, info=self._info,
             get_attribute=self._get_attribute, set_attribute=self._set_attribute,
             state_dict=self._state_dict_collect, load_state_dict=self._load_state_dict_collect,
-        ))
+        )
 
-    @property
-    def eval_mode(self) -> _PolicyMode:
-        return self._mode('eval', dict(
+    def _eval_mode_members(self) -> Dict[str, Callable]:
+        return dict(
             forward=self._forward_eval, reset=self._reset_eval, info=self._info,
             get_attribute=self._get_attribute, set_attribute=self._set_attribute,
             state_dict=self._state_dict_eval, load_state_dict=self._load_state_dict_eval,
-        ))
+        )
+
+    def _command_mode_members(self) -> Dict[str, Callable]:
+        return dict(
+            get_setting_learn=self._get_setting_learn, get_setting_collect=self._get_setting_collect,
+            get_setting_eval=self._get_setting_eval,
+        )
+
+    @property
+    def learn_mode(self) -> _PolicyMode:
+        return self._mode('learn')
+
+    @property
+    def collect_mode(self) -> _PolicyMode:
+        return self._mode('collect')
+
+    @property
+    def eval_mode(self) -> _PolicyMode:
+        return self._mode('eval')
 
     @property
     def command_mode(self) -> _PolicyMode:
-        return self._mode('command', dict(
-            get_setting_learn=self._get_setting_learn, get_setting_collect=self._get_setting_collect,
-            get_setting_eval=self._get_setting_eval,
-        ))
+        return self._mode('command')
 
     def __repr__(self) -> str:
         return self._info()

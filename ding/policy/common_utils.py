@@ -1,24 +1,11 @@
 """Helpers shared by the concrete policies: config defaults, batching observations, transition fields."""
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any, List
 
 import numpy as np
 import torch
-from easydict import EasyDict
-
-
-def merge_config(defaults: Mapping, user: Mapping) -> EasyDict:
-    """Deep merge: ``user`` values win, nested dicts are merged, keys only ``user`` has are kept."""
-    out = copy.deepcopy(dict(defaults))
-    for k, v in user.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = merge_config(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return EasyDict(out)
 
 
 def stack_obs(obs_list: List[Any], device: torch.device) -> torch.Tensor:

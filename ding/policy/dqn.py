@@ -11,7 +11,8 @@ from ding.rl_utils import get_epsilon_greedy_fn, get_nstep_return_data, q_nstep_
 from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
 from .base_policy import Policy
-from .common_utils import (build_adam, check_unroll_len, merge_config, obs_to_tensor, reward_to_tensor, stack_obs,
+from ding.config.merge import deep_merge_dicts
+from .common_utils import (build_adam, check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs,
                            terminated)
 
 _MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
@@ -57,7 +58,7 @@ class DQNPolicy(Policy):
 
     def __init__(self, cfg: Dict, model: Optional[nn.Module] = None,
                  enable_field: Optional[List[str]] = None) -> None:
-        cfg = merge_config(type(self).default_config(), cfg)
+        cfg = deep_merge_dicts(type(self).default_config(), cfg)
         check_unroll_len(cfg, type(self).__name__)
         super().__init__(cfg, model, enable_field)
 

@@ -8,7 +8,8 @@ import torch.nn as nn
 
 from ding.rl_utils import gae, gae_data
 from .base_policy import Policy
-from .common_utils import check_unroll_len, merge_config, obs_to_tensor, reward_to_tensor, stack_obs, terminated
+from ding.config.merge import deep_merge_dicts
+from .common_utils import check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
 
 _MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
 
@@ -24,7 +25,7 @@ class OnPolicyActorCriticBase(Policy):
 
     def __init__(self, cfg: Dict, model: Optional[nn.Module] = None,
                  enable_field: Optional[List[str]] = None) -> None:
-        cfg = merge_config(type(self).default_config(), cfg)
+        cfg = deep_merge_dicts(type(self).default_config(), cfg)
         check_unroll_len(cfg, type(self).__name__)
         if cfg.get('continuous') is True and 'action_space' not in cfg.model:  # older DI-engine flag
             cfg.action_space = 'continuous'

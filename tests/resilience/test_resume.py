@@ -219,7 +219,8 @@ def test_on_policy_run_resumes(serial_env):
     cfg.exp_name = 'ppo_exp'
     cfg.env.update(collector_env_num=2, evaluator_env_num=1, n_evaluator_episode=1)
     cfg.policy.collect.n_sample = 64
-    cfg.policy.learn.batch_size = 32
+    cfg.policy.learn.batch_size = 64  # with one epoch: one optimizer step, so one iteration, per rollout
+    cfg.policy.learn.epoch_per_collect = 1
     cfg.policy.learn.learner = dict(hook=dict(save_ckpt_after_iter=2, keep_n=0))
     create = EasyDict(copy.deepcopy(dict(mod.create_config)))
     serial_pipeline_onpolicy((cfg, create), seed=0, max_train_iter=3)

@@ -91,8 +91,10 @@ def test_ppo_rollouts_are_cut_and_bootstrapped(workdir):
     learner = BaseLearner(dict(hook=dict(save_ckpt_after_run=False)), policy.learn_mode, exp_name='exp')
     try:
         assert collector.traj_len == 16
+        expected_iters = 0
         for it in range(3):
             data = collector.collect(train_iter=learner.train_iter, drop_extra=False)
+            expected_iters += -(-len(data) // 32)  # one training iteration per optimizer step (minibatch)
             assert len(data) >= 64 and all(d['collect_iter'] == learner.train_iter for d in data)
             assert all('adv' in d and 'traj_flag' in d for d in data)
             # each trajectory segment is contiguous and ends with traj_flag; at most traj_len long
@@ -104,7 +106,7 @@ def test_ppo_rollouts_are_cut_and_bootstrapped(workdir):
             assert any(not bool(data[i]['done']) for i in ends)
             assert all(not traj for traj in collector._traj_buffer.values())  # nothing carried over
             learner.train(data, collector.envstep)
-        assert learner.train_iter == 3
+        assert learner.train_iter == expected_iters
     finally:
         collector.close()
         learner.close()
