@@ -85,8 +85,8 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     configure_torch_threads()
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
-    from tensorboardX import SummaryWriter
-    tb_logger = SummaryWriter(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
+    from ding.utils.log_helper import summary_writer_cls
+    tb_logger = summary_writer_cls()(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
     learner.config_hash = config_hash(cfg)

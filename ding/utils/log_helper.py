@@ -29,11 +29,25 @@ def build_logger(path: str, name: Optional[str] = None, need_tb: bool = True,
             console = logging.StreamHandler(sys.stderr)
             console.setFormatter(logging.Formatter(f'[{name}] %(message)s'))
             logger.addHandler(console)
-    tb_logger = None
-    if need_tb:
-        from tensorboardX import SummaryWriter  # heavy import: only paid by components that ask for it
-        tb_logger = SummaryWriter(os.path.join(path, name))
+    tb_logger = summary_writer_cls()(os.path.join(path, name)) if need_tb else None
     return logger, tb_logger
+
+
+def summary_writer_cls() -> type:
+    """tensorboardX's ``SummaryWriter`` class, imported on first use (heavy: only components that write pay).
+
+    tensorboardX imports boto3 when it is installed, only to support ``s3://`` log paths, which ding
+    never writes; hiding boto3 during that import saves ~0.2 s of every run's start-up.
+    """
+    import sys
+    if 'tensorboardX' not in sys.modules and 'boto3' not in sys.modules:
+        sys.modules['boto3'] = None  # makes `import boto3` raise ImportError inside tensorboardX
+        try:
+            import tensorboardX
+        finally:
+            del sys.modules['boto3']
+    from tensorboardX import SummaryWriter as writer_cls
+    return writer_cls
 
 
 def close_logger(logger: logging.Logger) -> None:

@@ -119,8 +119,8 @@ class SerialWorkerMixin:
         if self._tb_logger is None:
             if not self._own_tb or self._end_flag:
                 return
-            from tensorboardX import SummaryWriter
-            self._tb_logger = SummaryWriter(os.path.join(self._log_path, self._instance_name))
+            from ding.utils.log_helper import summary_writer_cls
+            self._tb_logger = summary_writer_cls()(os.path.join(self._log_path, self._instance_name))
         for k, v in info.items():
             if not np.isscalar(v) or isinstance(v, str):
                 continue
