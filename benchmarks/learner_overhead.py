@@ -7,6 +7,20 @@ same pre-collated batch, one torch thread, runs interleaved, median of several r
 Each run lasts about ``--seconds`` (iterations calibrated on the raw loop), so the benchmark takes about
 2 x rounds x seconds plus ~10 s. Prints both iteration rates, their ratio (target: learner >= 0.97 x raw),
 and the learner's own cost per iteration measured around a no-op update (steadier on a busy machine).
+
+Second comparison (``--part dqn``; ``--part both`` is the default): ``BaseLearner`` around the real DQN learn mode
+(``ding.policy.DQNPolicy`` built from ``dizoo/classic_control/cartpole/config/cartpole_dqn_config.py`` through
+``compile_config`` with create_config policy type 'dqn', default learner hooks, NaN guard attached by
+``before_run``) against a raw loop doing the same double-DQN update on the same ``ding.model.DQN`` (deep-copied
+target assigned every ``target_update_freq`` updates, fused ``ding.torch_utils.Adam``, squared TD error), on
+CartPole-sized batches of 64. Learner inputs: (a) the pre-collated batch dict the raw loop gets (target >= 0.85 x
+raw) and (b) the list of 64 sample dicts a replay buffer returns (collate included; reported separately, next to
+a raw loop that stacks the same list itself). Before timing, both sides run 210 updates from the same weights on
+the same batch and the weight difference is printed (it should be 0). Rates are given by wall clock and by CPU
+time of the process (the steadier one on a shared machine); ``--profile`` prints a cProfile of path (a) first.
+The DQN part takes about 4 x rounds x seconds plus ~15 s.
+
+    python benchmarks/learner_overhead.py --part dqn [--seconds 1.0] [--rounds 9] [--profile]
 """
 from __future__ import annotations
 
@@ -159,8 +173,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=1.0, help='target length of one DQN run')
     parser.add_argument('--rounds', type=int, default=9, help='interleaved rounds (runs per variant)')
+    parser.add_argument('--part', choices=('simple', 'dqn', 'both'), default='both',
+                        help="'simple': benchmark-local DQN update; 'dqn': ding.policy.DQNPolicy; 'both'")
+    parser.add_argument('--profile', action='store_true',
+                        help='(dqn part) print a cProfile of the learner path (a) before the timed runs')
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.part in ('simple', 'both'):
+        main_simple(args)
+    if args.part in ('dqn', 'both'):
+        if args.part == 'both':
+            print()
+        main_dqn(args)
+
+
+def main_simple(args: argparse.Namespace) -> None:
     batch = make_batch()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,6 +234,242 @@ def main() -> None:
         print(f'note: raw runs varied {max(raw_t) / min(raw_t):.2f}x between runs (a busy machine?); '
               f'the medians are uncertain by about as much')
 
+
+
+# ---- second comparison: BaseLearner + the real DQN learn mode ----------------------------------------
+DQN_TARGET = 0.85
+
+
+def dqn_config() -> Any:
+    """The CartPole DQN config compiled as the serial entry does (create_config policy type 'dqn'; nothing
+    written to disk)."""
+    from ding.config import compile_config
+    from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
+    create = copy.deepcopy(create_config)
+    create.policy.type = 'dqn'
+    return compile_config(main_config, create_cfg=create, auto=True, save_cfg=False)
+
+
+def make_samples(cfg: Any) -> List[Dict[str, Any]]:
+    """One batch as the replay buffer returns it: DQN transitions (the fields and dtypes ``process_transition``
+    and ``get_train_sample`` make) plus the collector's and the buffer's bookkeeping fields."""
+    g = torch.Generator().manual_seed(1)
+    obs_dim, act_dim = int(cfg.policy.model.obs_shape), int(cfg.policy.model.action_shape)
+    nstep, gamma = int(cfg.policy.nstep), float(cfg.policy.discount_factor)
+    samples = []
+    for i in range(int(cfg.policy.learn.batch_size)):
+        sample = {
+            'obs': torch.randn(obs_dim, generator=g),
+            'next_obs': torch.randn(obs_dim, generator=g),
+            'action': torch.randint(0, act_dim, (), generator=g),
+            'reward': torch.rand((nstep, ) if nstep > 1 else (), generator=g),
+            'done': bool(torch.rand((), generator=g).item() < 0.05),
+            'collect_iter': i // 8,
+            'env_id': i % 8,
+            'replay_unique_id': f'buffer_{i}',
+            'replay_buffer_idx': i,
+        }
+        if nstep > 1:
+            sample['value_gamma'] = torch.tensor(gamma ** nstep, dtype=torch.float32)
+        samples.append(sample)
+    return samples
+
+
+def stack_samples(samples: List[Dict[str, Any]], keys: List[str]) -> Dict[str, torch.Tensor]:
+    """What a plain PyTorch loop does with a list of samples: stack the fields it needs."""
+    out = {}
+    for k in keys:
+        values = [s[k] for s in samples]
+        out[k] = torch.stack(values) if isinstance(values[0], torch.Tensor) else torch.tensor(values)
+    return out
+
+
+class RawDQN:
+    """The raw loop's state: ``ding.model.DQN`` from the config's model kwargs, a deep-copied target and fused
+    ``ding.torch_utils.Adam``, as ``DQNPolicy`` builds them."""
+
+    def __init__(self, cfg: Any, init_state: Dict[str, torch.Tensor]) -> None:
+        from ding.model import DQN
+        from ding.torch_utils import Adam
+        self.model = DQN(**cfg.policy.model)
+        self.model.load_state_dict(init_state)
+        self.target = copy.deepcopy(self.model)
+        self.target.requires_grad_(False)
+        self.optimizer = Adam(self.model.parameters(), lr=cfg.policy.learn.learning_rate, fused=True)
+        self.gamma, self.nstep = float(cfg.policy.discount_factor), int(cfg.policy.nstep)
+        self.discounts = self.gamma ** torch.arange(self.nstep, dtype=torch.float32)
+        self.target_update_freq = int(cfg.policy.learn.target_update_freq)
+        self.updates = 0
+
+
+def raw_dqn_update(s: RawDQN, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+    """One double-DQN step: the online net picks the next action, the target net scores it; n-step return;
+    squared TD error; target weights assigned every ``target_update_freq`` updates. Returns the same log
+    values as ``DQNPolicy``."""
+    obs, next_obs, action, reward, done = batch['obs'], batch['next_obs'], batch['action'], batch['reward'], \
+        batch['done']
+    q = s.model(obs)['logit']
+    with torch.no_grad():
+        next_action = s.model(next_obs)['logit'].argmax(dim=-1)
+        target_q = s.target(next_obs)['logit']
+        next_q = target_q.gather(1, next_action.unsqueeze(1)).squeeze(1)
+        if reward.dim() == 2:  # (B, nstep) n-step rewards
+            ret, value_gamma = (reward * s.discounts).sum(1), batch['value_gamma']
+        else:
+            ret, value_gamma = reward, s.gamma
+        target = ret + value_gamma * (1.0 - done.float()) * next_q
+    q_taken = q.gather(1, action.unsqueeze(1)).squeeze(1)
+    loss = (target - q_taken).pow(2).mean()
+    s.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    s.optimizer.step()
+    s.updates += 1
+    if s.updates % s.target_update_freq == 0:
+        s.target.load_state_dict(s.model.state_dict())
+    return {'cur_lr': s.optimizer.param_groups[0]['lr'], 'total_loss': loss.item(),
+            'q_value': q.detach().mean().item(), 'target_q_value': target_q.mean().item()}
+
+
+def make_dqn_learner(cfg: Any, exp_name: str) -> Any:
+    """``BaseLearner`` (the config's learner section: default hooks, NaN guard) around ``DQNPolicy``'s learn
+    mode, after ``before_run`` as the serial pipeline calls it (that attaches the NaN guard)."""
+    from ding.policy import DQNPolicy
+    from ding.worker.learner import BaseLearner
+    torch.manual_seed(0)
+    policy = DQNPolicy(cfg.policy, enable_field=['learn'])
+    learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, exp_name=exp_name)
+    learner.call_hook('before_run')
+    return learner
+
+
+def check_same_maths(cfg: Any, batch: Dict[str, torch.Tensor], steps: int) -> float:
+    """Max abs difference of the online weights after ``steps`` updates (past a target assignment) of the
+    learner and of the raw loop from the same initial weights on the same batch."""
+    learner = make_dqn_learner(cfg, 'learner_overhead_dqn_check')
+    try:
+        model = learner.policy.get_attribute('model')
+        raw = RawDQN(cfg, model.state_dict())
+        for i in range(steps):
+            learner.train(batch, i)
+            raw_dqn_update(raw, batch)
+        return max((a - b).abs().max().item() for a, b in zip(model.state_dict().values(),
+                                                               raw.model.state_dict().values()))
+    finally:
+        learner.close()
+
+
+def measure(loop: Callable[[int], Any], iters: int) -> Tuple[float, float]:
+    """(wall-clock seconds, CPU seconds of this process) per iteration of ``loop(iters)``. On a shared machine
+    the CPU time is much steadier: it leaves out the time other processes held the core."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    loop(iters)
+    return (time.perf_counter() - wall) / iters, (time.process_time() - cpu) / iters
+
+
+def interleaved_many(fns: List[Callable[[], Any]], rounds: int) -> List[List[Any]]:
+    """Results of ``rounds`` runs of each variant; the order rotates (and reverses) every round."""
+    times: List[List[Any]] = [[] for _ in fns]
+    n = len(fns)
+    for r in range(rounds):
+        order = list(range(n))
+        order = order[r % n:] + order[:r % n]
+        if (r // n) % 2:
+            order.reverse()
+        for i in order:
+            times[i].append(fns[i]())
+    return times
+
+
+def profile_learner(learner: Any, data: Any, iters: int, top: int = 30) -> None:
+    import cProfile
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    run_learner(learner, data, iters)
+    prof.disable()
+    pstats.Stats(prof).sort_stats('tottime').print_stats(top)
+
+
+def main_dqn(args: argparse.Namespace) -> None:
+    from ding.utils.collate import default_collate
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    cfg = dqn_config()
+    samples = make_samples(cfg)
+    keys = ['obs', 'next_obs', 'action', 'reward', 'done'] + (['value_gamma'] if cfg.policy.nstep > 1 else [])
+    batch = default_collate(samples, keys)  # the pre-collated form: the tensors the raw loop gets
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)  # the learners write ./{exp_name}/{log,ckpt}
+        max_diff = check_same_maths(cfg, batch, 2 * int(cfg.policy.learn.target_update_freq) + 10)
+        lrn_a = make_dqn_learner(cfg, 'learner_overhead_dqn_a')
+        lrn_b = make_dqn_learner(cfg, 'learner_overhead_dqn_b')
+        try:
+            init = lrn_a.policy.get_attribute('model').state_dict()
+            raw = RawDQN(cfg, init)
+            raw_s = RawDQN(cfg, init)
+
+            def raw_stacking(iters: int) -> None:
+                for _ in range(iters):
+                    raw_dqn_update(raw_s, stack_samples(samples, keys))
+
+            loops = [
+                lambda n: run_raw(raw_dqn_update, raw, batch, n),
+                lambda n: run_learner(lrn_a, batch, n),
+                raw_stacking,
+                lambda n: run_learner(lrn_b, samples, n),
+            ]
+            # Warm-up (allocator, the first log show, which creates the tensorboard writer) and calibration.
+            for loop in loops:
+                loop(200)
+            iters = max(50, int(args.seconds / measure(loops[0], 200)[0]))
+            if args.profile:
+                profile_learner(lrn_a, batch, iters)
+            timed = interleaved_many([lambda loop=loop: measure(loop, iters) for loop in loops], args.rounds)
+            (t_raw, t_a, t_stack, t_b), (c_raw, c_a, c_stack, c_b) = (
+                [[t[k] for t in runs] for runs in timed] for k in (0, 1))
+            hooks = ', '.join(h.name for hs in lrn_a.hooks.values() for h in hs)
+            guard_events = {**lrn_a.nan_guard_events, **{'b_' + k: v for k, v in lrn_b.nan_guard_events.items()}}
+        finally:
+            lrn_a.close()
+            lrn_b.close()
+            os.chdir(ROOT)
+    total = time.perf_counter() - started
+    load_after = os.getloadavg()
+
+    m = cfg.policy.model
+    print(f"learner overhead, real DQN learn mode: ding.policy.DQNPolicy from cartpole_dqn_config (model DQN "
+          f"obs {m.obs_shape}, actions {m.action_shape}, encoder {list(m.encoder_hidden_size_list)}, "
+          f"dueling={m.dueling}; nstep {cfg.policy.nstep}, batch {cfg.policy.learn.batch_size}, target assign every "
+          f"{cfg.policy.learn.target_update_freq}, fused Adam), 1 torch thread; {args.rounds} interleaved runs x "
+          f"{iters} iterations per variant; {total:.0f} s in all")
+    print(f'learner hooks (compiled config): {hooks}')
+    print(f'same maths: max |weight difference| learner vs raw loop after '
+          f'{2 * int(cfg.policy.learn.target_update_freq) + 10} updates = {max_diff:.2e}; '
+          f'NaN guard events during the runs: {guard_events}')
+    print(f'load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, '
+          f'after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (2 cores)')
+    names = ['raw PyTorch loop, pre-collated batch', '(a) BaseLearner + DQNPolicy, pre-collated batch',
+             'raw loop + torch.stack of the 64 samples', '(b) BaseLearner + DQNPolicy, 64 sample dicts (collate)']
+    for clock, series in (('wall clock', (t_raw, t_a, t_stack, t_b)), ('CPU time', (c_raw, c_a, c_stack, c_b))):
+        med = [statistics.median(t) for t in series]
+        rows = []
+        for i, (name, t) in enumerate(zip(names, series)):
+            ratio = med[0] / med[i]
+            per_run = statistics.median(r / x for r, x in zip(series[0], t))
+            if i == 1:
+                target = f'>= {DQN_TARGET}: {"OK" if ratio >= DQN_TARGET else "BELOW TARGET"}'
+            elif i == 3:
+                target = f'info; {med[2] / med[3]:.3f} vs raw+stack'
+            else:
+                target = '' if i == 0 else 'info'
+            rows.append((name, f'{1 / med[i]:,.0f}', f'{1 / min(t):,.0f}', f'{med[i] * 1e6:,.1f}', f'{ratio:.3f}',
+                         f'{per_run:.3f}', target))
+        print(f'{clock}:')
+        print(table(rows, ('variant', 'it/s (median)', 'it/s (best run)', 'us/it (median)',
+                           'ratio vs raw (medians)', 'ratio (median per run)', 'target')))
+    if max(t_raw) > 1.3 * min(t_raw):
+        print(f'note: raw wall-clock runs varied {max(t_raw) / min(t_raw):.2f}x between runs (a busy machine); '
+              f'the wall-clock medians are uncertain by about as much, the CPU-time ones much less')
 
 if __name__ == '__main__':
     main()

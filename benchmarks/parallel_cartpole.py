@@ -196,6 +196,7 @@ def main() -> None:
     parser.add_argument('--skip-learner', action='store_true', help='only the time-to-solve runs')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='ding_parallel_bench_')
+    load_before = os.getloadavg()  # the machine is shared: figures only compare at similar load
     rows = []
     try:
         for n in args.collectors:
@@ -228,6 +229,9 @@ def main() -> None:
     if rates is not None:
         par, ser = rates
         print(f'learner it/s: parallel {par:.1f}, serial {ser:.1f}, ratio {par / ser:.2f}')
+    load_after = os.getloadavg()
+    print(f'load average (1/5/15 min): {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f} at start, '
+          f'{load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} at end, {os.cpu_count()} cores')
     print('targets: ratio >= 0.8; 2 collectors <= 15 s; summed RSS <= 1024 MB')
 
 

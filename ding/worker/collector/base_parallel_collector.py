@@ -196,6 +196,10 @@ class BaseParallelCollector(ABC):
     config: Dict[str, Any] = dict(
         # seconds between two looks at the policy file for newer weights
         update_policy_second=3.0,
+        # 'fs': weights from the policy file in path_policy; 'http': from the learner's GET /weights/current
+        # at weights_address (sha256-verified, last good weights kept on any failure)
+        policy_transport='fs',
+        weights_address=None,
     )
 
     @classmethod
@@ -217,6 +221,11 @@ class BaseParallelCollector(ABC):
         if not self._update_policy_second >= 0:
             raise ValueError(f"parallel collector {self._instance_name}: update_policy_second must be >= 0, "
                              f"got {merged.update_policy_second!r}")
+        from ding.service.weights import check_policy_transport
+        self._policy_transport = check_policy_transport(
+            merged.get('policy_transport') or 'fs', f'parallel collector {self._instance_name}: policy_transport')
+        self._weights_address = merged.get('weights_address') or None
+        self._weights_follower: Any = None
         self._prefix = f"[{'EVALUATOR' if self._eval_flag else 'COLLECTOR'} {self._instance_name}] " \
                        f"task {self._task_id}:"
         if logger is None:
@@ -344,6 +353,8 @@ class BaseParallelCollector(ABC):
         if self._resources_closed:
             return
         self._resources_closed = True
+        if self._weights_follower is not None:
+            self._weights_follower.client.close()
         try:
             self._close_resources()
         except Exception as exc:  # the task is over anyway; say why the close was not clean
@@ -371,6 +382,8 @@ class BaseParallelCollector(ABC):
         if not force and now - self._last_policy_check < self._update_policy_second:
             return False
         self._last_policy_check = now
+        if self._policy_transport == 'http':
+            return self._update_policy_http()
         path = self._path_policy
         if not path:
             return False
@@ -401,6 +414,30 @@ class BaseParallelCollector(ABC):
         self._policy_iter = policy_iter
         self._policy_loads += 1
         self._logger.info(f'{self._prefix} loaded policy_iter {policy_iter} from {path}')
+        return True
+
+    def _update_policy_http(self) -> bool:
+        """``policy_transport='http'``: fetch newer weights from the learner's ``/weights/current``; the
+        client checks the sha256, the follower keys / shapes / dtypes; on any failure the policy keeps
+        its last good weights."""
+        if not self._weights_address:
+            self._logger.warning(f'{self._prefix} policy_transport is http but no weights_address is known '
+                                 f'(is the service enabled?); acting with the weights of policy_iter '
+                                 f'{self._policy_iter}')
+            return False
+        if self._weights_follower is None:
+            from ding.service.weights import WeightsClient, WeightsFollower
+            client = WeightsClient(self._weights_address, timeout=max(1.0, min(10.0, self._update_policy_second * 2)))
+            self._weights_follower = WeightsFollower(client, self._policy)
+        follower = self._weights_follower
+        if not follower.sync():
+            if follower.client.last_status != 'not_modified':
+                self._logger.warning(f'{self._prefix} weights from {self._weights_address} skipped '
+                                     f'({follower.last_error}); keeping the weights of policy_iter {self._policy_iter}')
+            return False
+        self._policy_iter = int(follower.version)
+        self._policy_loads += 1
+        self._logger.info(f'{self._prefix} loaded policy_iter {self._policy_iter} from {self._weights_address}')
         return True
 
     # ---- samples out ---------------------------------------------------------------------------------------

@@ -60,6 +60,11 @@ class ZerglingParallelCollector(BaseParallelCollector):
         type='zergling',
         # seconds between two looks at the policy file for newer weights
         update_policy_second=3.0,
+        # where the weights come from: 'fs' (the policy file in path_policy) or 'http' (the learner's
+        # GET /weights/current; no shared directory needed for weights)
+        policy_transport='fs',
+        # 'host:port' of the learner's run service for 'http'; None: the one the coordinator passes
+        weights_address=None,
         # budget of one collect task: it ends after n_sample training samples or episode_num finished
         # episodes, whichever comes first (None: no limit of that kind; at least one must be set)
         n_sample=1024,

@@ -362,6 +362,9 @@ class CommCoordinator:
             self._task_failed('learner', learner_task, worker, conn, FAILED, 'learner_start_task', result)
             return True
         self._logger.info(f'[CommCoordinator] learner task {task_id} started on {name}')
+        started = self._callback_fn.get('deal_with_learner_started')
+        if started is not None:  # e.g. the learner's weights address for collectors (run service)
+            started(learner_task, result)
         self._track(task_id, self._execute_learner_task, (learner_task, worker, conn), f'learner_task_{name}')
         return True
 
@@ -397,8 +400,12 @@ class CommCoordinator:
                 if self._end_flag:
                     break
                 payload = batches if 'num_batches' in demand else batches[0]
+                learn_info = {'task_id': task_id}
+                extra = cb.get('learner_task_extra')
+                if extra is not None:  # run service: e.g. a learning-rate tune, applied between iterations
+                    learn_info.update(extra(task_id) or {})
                 outcome, result = self._request(worker, conn, {'name': 'learner_learn_task',
-                                                               'task_info': {'task_id': task_id},
+                                                               'task_info': learn_info,
                                                                'data': to_jsonable(payload)}, timeout)
                 if outcome == CLOSING:
                     break

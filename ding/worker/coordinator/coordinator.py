@@ -83,9 +83,13 @@ class Coordinator:
         return cfg
 
     def __init__(self, cfg: Dict[str, Any], max_env_step: Optional[int] = None,
-                 max_train_iter: Optional[int] = None, log_to_console: bool = False) -> None:
+                 max_train_iter: Optional[int] = None, log_to_console: bool = False,
+                 resume: Optional[str] = None, run_started: Optional[float] = None) -> None:
         """``cfg``: the compiled parallel config (``main`` and ``system`` sections). The run also ends after
-        ``max_env_step`` env steps or ``max_train_iter`` learner iterations when given."""
+        ``max_env_step`` env steps or ``max_train_iter`` learner iterations when given. ``resume``: the
+        checkpoint the first learner task starts from (``ding.entry.resume.resolve_resume``); ``run_started``:
+        when the run began (a restarted learner resumes only from checkpoints written since, or since the
+        resumed one)."""
         from ding.utils.log_helper import build_logger
         self._cfg = EasyDict(cfg)
         coor_cfg = EasyDict(copy.deepcopy(dict(self.default_config())))
@@ -102,6 +106,18 @@ class Coordinator:
         self._max_samples_per_iter = None if pace is None else float(pace)
         self._pacing_warmup = float(coor_cfg.pacing_warmup_samples)
         self._learner_starving = False
+        # run service (see attach_service): pause gate, learner tunes forwarded in the next learn task
+        self._resume = resume
+        self._run_started = float(run_started) if run_started is not None else time.time()
+        self._paused = False
+        self._weights_address: Optional[str] = None
+        collector_cfg = self._cfg.main.policy.collect.collector
+        # collectors fetching weights over HTTP from the address the learner reports (none configured)
+        self._http_weights = collector_cfg.get('policy_transport') == 'http' and not collector_cfg.get(
+            'weights_address')
+        self._learner_tune: Dict[str, Any] = {}
+        self._tune_lock = threading.Lock()
+        self.service: Any = None
 
         self._logger, _ = build_logger(f'./{self._exp_name}/log/coordinator', 'coordinator', need_tb=False,
                                        to_console=log_to_console)
@@ -120,6 +136,8 @@ class Coordinator:
             'deal_with_worker_change': self._notify_change,
             'wait_for_data': self.wait_for_data,
             'wait_collect_budget': self.wait_collect_budget,
+            'deal_with_learner_started': self.deal_with_learner_started,
+            'learner_task_extra': self.learner_task_extra,
         }
         self._commander = create_parallel_commander(self._cfg.main)
         self._commander_lock = threading.RLock()
@@ -275,6 +293,9 @@ class Coordinator:
 
     def _produce(self, get_task: Callable[[], Optional[dict]], task_queue: 'queue.Queue', kind: str) -> None:
         while not self._end_flag:
+            if self._paused:  # run control: no new tasks while paused
+                self._wait_change(0.2)
+                continue
             with self._commander_lock:
                 task = get_task()
             if task is None:
@@ -303,6 +324,7 @@ class Coordinator:
                     self._give_up_learner_task(task)
                     break
                 buffer_id = task['buffer_id']
+                self._add_service_fields(task)
                 with self._buffer_lock:
                     if buffer_id not in self._replay_buffer:
                         self._replay_buffer[buffer_id] = self._create_buffer(task)
@@ -341,7 +363,11 @@ class Coordinator:
                     # Its learner task is over: the data would have nowhere to go.
                     self._give_up_collector_task(task)
                     break
+                if has_buffer and self._http_weights and not self._weights_address:
+                    has_buffer = False  # wait until the learner said where it serves its weights
                 if has_buffer:
+                    if self._http_weights:  # collectors with policy_transport='http' fetch from there
+                        task['weights_address'] = self._weights_address
                     self._task_state[task['task_id']] = TaskState(task['task_id'])
                     if self._interaction.send_collector_task(task):
                         self.info(f"collector task {task['task_id']} handed to {task.get('collector_id')}")
@@ -477,7 +503,7 @@ class Coordinator:
                                    cur_learner_iter: int) -> Optional[List[dict]]:
         """``batch_size`` metadata for the learner (stale ones filtered by the buffer), or None if too few yet."""
         buffer = self.replay_buffer(buffer_id)
-        if buffer is None:
+        if buffer is None or self._paused:  # paused: the learner waits for data, i.e. between iterations
             return None
         data = buffer.sample(batch_size, cur_learner_iter)
         if data is not None:
@@ -499,6 +525,8 @@ class Coordinator:
 
     def collect_budget_open(self) -> bool:
         """Whether collectors may hand over more samples now (see ``max_samples_per_iter``)."""
+        if self._paused:
+            return False
         if self._max_samples_per_iter is None or self._learner_starving:
             return True
         return self.pushed_samples < self._pacing_warmup + self._max_samples_per_iter * self.train_iter
@@ -586,7 +614,10 @@ class Coordinator:
         task.pop(f'{kind}_id', None)
         task.pop('resource_info', None)
         if kind == 'learner':
-            task['resume'] = {'policy_name': task.get('policy_name'), 'last_iter': self.train_iter}
+            # The new learner loads its own newest checkpoint of this run (or of the resumed one), else
+            # the last published weights.
+            task['resume'] = {'policy_name': task.get('policy_name'), 'last_iter': self.train_iter,
+                              'checkpoint': 'auto', 'not_before': None if self._resume else self._run_started}
         task_queue = self._learner_task_queue if kind == 'learner' else self._collector_task_queue
         # A short pause before the retry: a worker that refuses a task at once must not make a busy loop.
         timer = threading.Timer(float(self._coor_cfg.retry_delay), self._requeue, args=(task_queue, task))
@@ -597,6 +628,110 @@ class Coordinator:
         if not self._end_flag:
             task_queue.put((task, time.time()))
             self._notify_change()
+
+    # ---- run service -----------------------------------------------------------------------------
+    def _add_service_fields(self, task: dict) -> None:
+        """What a learner start task carries for the run service and resume (see docs/operations.md)."""
+        task.setdefault('service', copy.deepcopy(self._cfg.main.get('service')))
+        task.setdefault('run_started', self._run_started)
+        if self._resume and 'resume' not in task:
+            task['resume'] = self._resume  # the first learner task of a resumed run
+
+    def attach_service(self, runtime: Any) -> None:
+        """Make this run controllable through ``runtime`` (``ding.service.start_service(..., instance=
+        'coordinator')``): tunables (learning rate forwarded to the learner, epsilon schedule of the
+        commander), terminate ends the run (the learner writes its final checkpoint when its task closes).
+        The owner calls ``poll_service()`` between rounds."""
+        self.service = runtime
+        control = runtime.control
+        lr = self._cfg.main.policy.learn.get('learning_rate')
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            state = {'lr': float(lr)}
+
+            def set_lr(value: float) -> None:
+                state['lr'] = float(value)
+                with self._tune_lock:
+                    self._learner_tune['learning_rate'] = float(value)
+
+            runtime.register_tunable('learning_rate', lambda: state['lr'], set_lr)
+        self._register_eps_tunables(runtime)
+        control.on_terminate = self._terminate_by_control
+
+    def _register_eps_tunables(self, runtime: Any) -> None:
+        eps_cfg = self._cfg.main.policy.get('other', {}).get('eps')
+        command = getattr(self._commander, '_policy', None)
+        policy = getattr(getattr(command, 'get_setting_collect', None), '__self__', None)
+        if eps_cfg is None or policy is None or not hasattr(policy, 'epsilon_greedy'):
+            return
+        from ding.rl_utils import get_epsilon_greedy_fn
+
+        def check_eps(value: Any, pending: Dict[str, Any]) -> Optional[str]:
+            start, end = pending.get('eps.start', eps_cfg.start), pending.get('eps.end', eps_cfg.end)
+            return f'eps.end = {end} must not exceed eps.start = {start}' if end > start else None
+
+        def setter(field: str) -> Callable[[Any], None]:
+            def set_(value: Any) -> None:
+                with self._commander_lock:  # the next collector task's epsilon comes from the new schedule
+                    eps_cfg[field] = value
+                    policy.epsilon_greedy = get_epsilon_greedy_fn(eps_cfg.start, eps_cfg.end, eps_cfg.decay,
+                                                                  eps_cfg.type)
+            return set_
+
+        for field in ('start', 'end', 'decay'):
+            runtime.register_tunable(f'eps.{field}', lambda f=field: eps_cfg[f], setter(field),
+                                     check_eps if field in ('start', 'end') else None)
+
+    def poll_service(self) -> str:
+        """Between rounds (the pipeline's supervise loop): apply tunes, pause / resume the task flow, honour
+        terminate. Returns the run control's state."""
+        if self.service is None:
+            return 'running'
+        control, metrics, done = self.service.control, self.service.metrics, self.train_iter
+        if done > control.iteration:  # the learner advanced: /healthz and the iteration metrics follow it
+            if metrics is not None:
+                metrics.sgd_steps.inc(done - control.iteration)
+                metrics.iteration.set(done)
+                metrics.last_step.set(time.time())
+            control.note_progress(done)
+        state = control.poll(done)
+        paused = state in ('pausing', 'paused')
+        if paused != self._paused:
+            self._paused = paused
+            self.info('paused by run control: no new tasks, no data to the learner' if paused else
+                      'resumed by run control')
+            self._notify_change()
+            with self._data_arrived:
+                self._data_arrived.notify_all()
+        if self.service.metrics is not None:
+            self.service.metrics.set_env_steps(self.env_step)
+        return state
+
+    def _terminate_by_control(self) -> Dict[str, Any]:
+        """``on_terminate``: end the run and close the tasks (the learner's close writes its final checkpoint)."""
+        self._shutdown('terminated by run control')
+        self.close()
+        from ding.entry.resume import experiment_ckpt_dir, newest_valid_checkpoint
+        out: Dict[str, Any] = {'train_iter': self.train_iter}
+        for name in self._cfg.system.get('learner', {}):
+            path = newest_valid_checkpoint(experiment_ckpt_dir(self._exp_name, name), not_before=self._run_started)
+            if path:
+                out[f'checkpoint_{name}'] = path
+        return out
+
+    def deal_with_learner_started(self, task: dict, answer: dict) -> None:
+        """A learner took a start task; its answer may name its run service (``weights_address``)."""
+        address = answer.get('weights_address') if isinstance(answer, dict) else None
+        if address and address != self._weights_address:
+            self._weights_address = address
+            self.info(f"learner {task.get('learner_id')} serves its weights at {address}")
+
+    def learner_task_extra(self, task_id: str) -> Optional[Dict[str, Any]]:
+        """Fields for the next learn task's task_info: tunes for the learner (sent once)."""
+        if not self._learner_tune:
+            return None
+        with self._tune_lock:
+            tune, self._learner_tune = self._learner_tune, {}
+        return {'tune': tune}
 
     # ---- elastic collectors ----------------------------------------------------------------------
     def deal_with_increase_collector(self) -> None:

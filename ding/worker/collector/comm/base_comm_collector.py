@@ -68,7 +68,8 @@ class BaseCommCollector(ABC):
         cfg.task_id = task_info['task_id']
         cfg.exp_name = task_info.get('exp_name') or self._cfg.get('exp_name', 'default_experiment')
         cfg.instance_name = task_info.get('instance_name') or self._cfg.get('name', 'collector0')
-        for key in ('path_policy', 'path_data', 'seed'):
+        # weights_address: the learner's run service, given by the coordinator (policy_transport='http')
+        for key in ('path_policy', 'path_data', 'seed', 'weights_address'):
             if task_info.get(key) is not None:
                 cfg[key] = task_info[key]
         return cfg

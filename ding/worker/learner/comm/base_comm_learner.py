@@ -104,7 +104,22 @@ class BaseCommLearner(ABC):
         learner.send_learn_info = self.send_learn_info
         for hook in self.hooks4call:
             learner.register_hook(hook)
+        learner.resumed_from = self._resume_from_checkpoint(learner, task_info.get('resume'))
         return learner
+
+    @staticmethod
+    def _resume_from_checkpoint(learner: Any, resume: Any) -> Any:
+        """``task_info['resume']``: a checkpoint path (or 'auto') the pipeline resolved for a resumed run, or
+        the coordinator's dict for a task moved after a learner died (``checkpoint: 'auto'``, ``not_before``:
+        only checkpoints of this run). Loads it with ``resume_learner``; returns the path or None."""
+        from ding.entry.resume import RESUME_NEVER, resume_learner
+        if isinstance(resume, dict):
+            setting, not_before = resume.get('checkpoint'), resume.get('not_before')
+        else:
+            setting, not_before = resume, None
+        if not setting or setting == RESUME_NEVER or not isinstance(setting, str):
+            return None
+        return resume_learner(learner, setting, not_before=not_before)
 
 
 def create_comm_learner(cfg: Dict[str, Any]) -> BaseCommLearner:

@@ -16,6 +16,13 @@ publisher thread. Each learn task is answered with exactly one learn info: the o
 trained its data. When every sample of a batch is unusable (unreadable file, or older than the learner
 config's ``max_staleness``), no iteration trains on it: that learn task is answered with
 ``{'trained': False, 'infos': []}`` (no learn info) and the learner asks for data again.
+
+With ``comm_batches`` k > 1 the demand carries ``num_batches: k``; its learn task brings k batches, which
+``get_data`` hands over one per call, and is answered with ``{'infos': [...]}``: one learn info per batch
+that trained (rejected batches add none), so the HTTP round trips cost once per k iterations. Such a learn
+task is answered as soon as the learner has asked for the next k batches (its last batches may still be
+training: their infos go with the next learn task), so the coordinator's round trip overlaps training;
+the learn infos of a run stay exactly one per iteration, in order.
 """
 from __future__ import annotations
 
@@ -48,6 +55,9 @@ _POLL_S = 0.05
 _META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
 # What send_learn_info itself writes into the learner's scalar log buffer.
 _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
+# Put into the learn-info queue when a ``num_batches`` demand is issued: the learn task being served may
+# answer now with the infos it has, so the coordinator fetches the next batches while the last ones train.
+_DEMANDED = object()
 
 
 class LearnerSlave(Slave):
@@ -149,13 +159,19 @@ class _Run:
     """One learner task: its learner and thread, and what the comm learner tracks about it."""
 
     def __init__(self, task_id: str, learner: Any, policy_name: str, path_policy: str, path_data: str,
-                 max_staleness: float) -> None:
+                 max_staleness: float, comm_batches: int = 1) -> None:
         self.task_id = task_id
         self.learner = learner
         self.policy_name = policy_name
         self.path_policy = path_policy
         self.reader = SampleReader(path_data)
         self.max_staleness = max_staleness
+        # Batches asked for per data demand (``num_batches``): one HTTP round trip serves that many iterations.
+        self.comm_batches = comm_batches
+        self.pending: Deque[List[Dict[str, Any]]] = deque()  # batches received, not yet handed to the learner
+        self.owed = 0  # learn infos / rejections still owed to learn tasks (num_batches demands)
+        self.demand_out = False  # a num_batches demand was issued and its batches have not arrived yet
+        self.starved_s = 0.0  # time the data loader waited with no batch left (num_batches demands)
         self.thread: Optional[threading.Thread] = None
         self.ending = threading.Event()  # set: nothing may block on this run's queues any more
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
@@ -269,7 +285,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
     ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``load_workers`` (threads reading the
     sample files of a batch concurrently), ``stop_timeout`` (seconds a close waits for the learner thread).
     The learner config (from the start task) may hold ``max_staleness``: samples whose policy is more than
-    that many iterations older than the learner are dropped (counted as ``stale_dropped``).
+    that many iterations older than the learner are dropped (counted as ``stale_dropped``), and
+    ``comm_batches`` (default: this config's): batches asked for per data demand (``num_batches``); its learn
+    task then carries that many batches and is answered with ``{'infos': [...]}``, one learn info per trained
+    batch, so one HTTP round trip serves that many iterations.
 
     Use: ``comm = create_comm_learner(cfg); comm.start()`` (returns once serving), then keep the process
     alive; ``comm.close()`` stops the running learner task and the server.
@@ -293,6 +312,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         channel=0,
         load_workers=4,
         stop_timeout=60.0,
+        comm_batches=1,
     )
 
     @classmethod
@@ -315,7 +335,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
         self._data_demand_queue: 'queue.Queue' = queue.Queue(maxsize=1)
         self._data_result_queue: 'queue.Queue' = queue.Queue(maxsize=1)
-        self._learn_info_queue: 'queue.Queue' = queue.Queue(maxsize=1)
+        # Unbounded: with comm_batches > 1 a learn task may be answered before the last batches it brought
+        # have trained, and the learner must not wait for the next learn task to hand over their infos.
+        # (One learn info per batch handed over bounds it.)
+        self._learn_info_queue: 'queue.Queue' = queue.Queue()
         self._run: Optional[_Run] = None
         self._lifecycle_lock = threading.RLock()  # start / close of learner tasks and of the comm learner
         self._slave: Optional[LearnerSlave] = None
@@ -323,6 +346,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         self._publisher: Optional[_PolicyPublisher] = None
         self._logger = None
         self._closed = False
+        self._service: Any = None  # ding.service.ServiceRuntime when the task's config enables the run service
 
     # ---- service -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -367,6 +391,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._stop_run(run, 'the comm learner was closed')
         if self._slave is not None:
             self._slave.close()
+        if self._service is not None:
+            self._service.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self._publisher is not None:
@@ -449,17 +475,22 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if run is None:
             return []
         while not run.ending.is_set():
-            if run.batches_handed >= run.learner.cfg.train_iterations:
-                # The learner needs no more batches this run: no demand, just wait for it to end.
-                run.ending.wait()
-                break
-            demand = {'batch_size': int(batch_size), 'cur_learner_iter': run.next_batch_iter(),
-                      'task_id': run.task_id}
-            if not self._put(self._data_demand_queue, demand, run):
-                break
-            metadata = self._get(self._data_result_queue, run)
-            if metadata is None:
-                break
+            if run.comm_batches > 1:
+                metadata = self._next_of_group(run, batch_size)
+                if metadata is None:
+                    break
+            else:
+                if run.batches_handed >= run.learner.cfg.train_iterations:
+                    # The learner needs no more batches this run: no demand, just wait for it to end.
+                    run.ending.wait()
+                    break
+                demand = {'batch_size': int(batch_size), 'cur_learner_iter': run.next_batch_iter(),
+                          'task_id': run.task_id}
+                if not self._put(self._data_demand_queue, demand, run):
+                    break
+                metadata = self._get(self._data_result_queue, run)
+                if metadata is None:
+                    break
             samples, stale, unreadable = self._load_batch(run, metadata)
             if samples:
                 policy_iters = [p for p in (s.get('policy_iter') for s in samples) if _number(p) is not None]
@@ -477,6 +508,45 @@ class FlaskFileSystemLearner(BaseCommLearner):
         # Ending: an empty batch lets the learner's loop see its stop flag; until that flag is set (start()
         # clears it when it begins) answer "no data yet" so the learner never trains on an empty batch.
         return [] if _stop_requested(run.learner) else None
+
+    def _next_of_group(self, run: _Run, batch_size: int) -> Optional[List[Dict[str, Any]]]:
+        """The next batch's metadata with ``num_batches`` demands (None: the run ends, or needs no more data).
+
+        The demand for the next group goes out as soon as fewer than ``comm_batches`` batches are left, so
+        one group is on its way while the current one trains and the learner does not wait for the round trip.
+        """
+        while not run.ending.is_set():
+            if run.demand_out:
+                if run.pending:  # batches left to hand over: just look whether the next group is in
+                    try:
+                        received = self._data_result_queue.get_nowait()
+                    except queue.Empty:
+                        received = None
+                else:
+                    waited = time.perf_counter()
+                    received = self._get(self._data_result_queue, run)
+                    run.starved_s += time.perf_counter() - waited
+                    if received is None:
+                        return None
+                if received is not None:
+                    run.pending.extend(received)
+                    run.demand_out = False
+            if not run.demand_out and len(run.pending) < 2 * run.comm_batches:
+                wanted = run.learner.cfg.train_iterations - run.batches_handed - len(run.pending)
+                if wanted > 0:
+                    demand = {'batch_size': int(batch_size), 'num_batches': min(run.comm_batches, wanted),
+                              'cur_learner_iter': run.next_batch_iter() + len(run.pending), 'task_id': run.task_id}
+                    if not self._put(self._data_demand_queue, demand, run):
+                        return None
+                    run.demand_out = True
+                    self._learn_info_queue.put(_DEMANDED)
+            if run.pending:
+                return run.pending.popleft()
+            if not run.demand_out:
+                # The learner needs no more batches this run: no demand, just wait for it to end.
+                run.ending.wait()
+                return None
+        return None
 
     def _load_batch(self, run: _Run, metadata: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], int, int]:
         """(samples, stale dropped, unreadable): drop stale samples, read the rest concurrently by file."""
@@ -680,7 +750,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     raise TaskFail(message=run.ended_message(f'learner_start_task {task_id}'))
         self._logger.info(f'learner task {task_id} started at iteration {run.learner.train_iter}, '
                           f'{run.learner.cfg.train_iterations} iterations to train')
-        return {'message': 'learner task has started', 'task_id': task_id, 'start_iter': run.learner.train_iter}
+        service = self._service
+        address = service.server.address if service is not None and service.server is not None and \
+            service.weights is not None else None
+        return {'message': 'learner task has started', 'task_id': task_id, 'start_iter': run.learner.train_iter,
+                'weights_address': address}
 
     def _prepare_run(self, task_info: Dict[str, Any]) -> _Run:
         cfg = self._cfg
@@ -694,21 +768,48 @@ class FlaskFileSystemLearner(BaseCommLearner):
         freq = learner_cfg.get('send_policy_freq', cfg.send_policy_freq) if isinstance(learner_cfg, dict) \
             else cfg.send_policy_freq
         self._send_policy_freq = _check_freq(freq, "learner config 'send_policy_freq'")
+        comm_batches = learner_cfg.get('comm_batches', cfg.comm_batches) if isinstance(learner_cfg, dict) \
+            else cfg.comm_batches
+        comm_batches = _check_freq(comm_batches, "learner config 'comm_batches'")
         instance_name = task_info.get('instance_name') or cfg.name
         policy_name = task_info.get('policy_name') or f'policy_{instance_name}'
         path_policy = task_info.get('path_policy') or cfg.path_policy
         path_data = task_info.get('path_data') or cfg.path_data
 
         learner = self._create_learner(task_info)
-        run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness))
+        run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness),
+                   comm_batches)
+        self._attach_service(task_info, learner)
         resume = task_info.get('resume')
         if resume:
-            self._resume(run, resume, path_policy)
+            if isinstance(resume, dict) and getattr(learner, 'resumed_from', None) is None:
+                self._resume(run, resume, path_policy)  # no checkpoint of this run: the last published weights
+            elif isinstance(resume, dict) and resume.get('policy_name'):
+                run.policy_name = resume['policy_name']
             run.start_iter = learner.train_iter
             max_iterations = task_info.get('max_iterations')
             if max_iterations is not None:
                 learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
         return run
+
+    def _attach_service(self, task_info: Dict[str, Any], learner: Any) -> None:
+        """The run service of this learner process (``task_info['service']``, the config's ``service``
+        section): ``/metrics``, ``/healthz``, ``/weights/*`` and ``/run/*`` on a free port (the configured
+        port is the coordinator's), address in ``./{exp_name}/run_{name}.json``. Started once per process,
+        attached to each task's learner."""
+        section = task_info.get('service')
+        if not isinstance(section, dict) or not (section.get('enable') or section.get('json_log')):
+            return
+        name = self._cfg.name
+        runtime = self._service
+        if runtime is None:
+            from ding.service.hooks import ServiceRuntime
+            runtime = ServiceRuntime(dict(section, port=0), task_info.get('exp_name') or self._cfg.exp_name,
+                                     instance=name, log=self._logger.info)
+            self._service = runtime
+        runtime.attach_learner(learner, control_hook=True, on_terminate=_request_stop)
+        runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
+        runtime.start_server(run_file=f'run_{name}.json')
 
     def _resume(self, run: _Run, resume: Dict[str, Any], path_policy: str) -> None:
         """A task moved here from a dead learner: continue from the weights it last published."""
@@ -754,7 +855,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
                               f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
                               f'{run.rejected_batches} batches rejected; per data round '
                               f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
-                              f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side)')
+                              f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
+                              f'{run.starved_s:.2f}s waiting with no batch received')
             run.finished.set()  # last: whoever waits for it may start the next task at once
 
     def _stop_run(self, run: _Run, reason: str) -> None:
@@ -797,25 +899,69 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def deal_with_learner_learn(self, task_info: Dict[str, Any], data: Any) -> Dict[str, Any]:
         """Hand the batch's metadata to the learner and answer with the learn info of the iteration it trained."""
         run = self._active_run('learner_learn_task', task_info)
+        tune = task_info.get('tune')
+        if tune and self._service is not None:
+            # From the coordinator's run control; the learner's RunControlHook applies it between iterations.
+            try:
+                self._service.control.request_tune(tune, source='coordinator')
+            except Exception as exc:  # a bad tune must not fail the learn task
+                self._logger.warning(f'learner task {run.task_id}: tune {tune} not applied: {exc}')
         if run.outstanding_demand is None:
             raise TaskFail(message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
                                    f'send learner_get_data_task first')
-        if not isinstance(data, list):
+        several = 'num_batches' in run.outstanding_demand
+        if several:
+            if not isinstance(data, list) or not all(isinstance(batch, list) for batch in data):
+                raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches="
+                                       f"{run.outstanding_demand['num_batches']}, so 'data' must be a list of "
+                                       f"batches (lists of sample metadata), got {type(data).__name__}")
+            batches = data
+        elif not isinstance(data, list):
             raise TaskFail(message=f"learner_learn_task: 'data' must be a list of sample metadata, "
                                    f"got {type(data).__name__}")
-        for i, meta in enumerate(data):
-            if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
-                raise TaskFail(message=f"learner_learn_task: data[{i}] must be a dict with a string 'data_id', "
-                                       f"got {meta!r}")
+        else:
+            batches = [data]
+        for b, batch in enumerate(batches):
+            for i, meta in enumerate(batch):
+                if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
+                    where = f'data[{b}][{i}]' if several else f'data[{i}]'
+                    raise TaskFail(message=f"learner_learn_task: {where} must be a dict with a string 'data_id', "
+                                           f"got {meta!r}")
         began = run.task_began()
         if not self._put(self._data_result_queue, data, run):
             raise self._ended(run, 'learner_learn_task')
         run.outstanding_demand = None
-        info = self._get(self._learn_info_queue, run)
-        if info is None:
-            raise self._ended(run, 'learner_learn_task')
+        if not several:
+            info = self._get(self._learn_info_queue, run)
+            if info is None:
+                raise self._ended(run, 'learner_learn_task')
+            run.task_ended(began)
+            return info
+        # One answer is owed per batch received, in order: a learn info, or the rejection of a batch nothing
+        # trained on. Once the learner has asked for the next batches (and some infos are in), answer with
+        # what is there: the rest goes with the next learn task, so the learner keeps training meanwhile.
+        run.owed += len(batches)
+        infos, messages = [], []
+        demanded = False
+        while run.owed > 0 and not (demanded and infos):
+            answer = self._get(self._learn_info_queue, run)
+            if answer is None:
+                if infos:  # the run ended part-way: the iterations that did train still count
+                    break
+                raise self._ended(run, 'learner_learn_task')
+            if answer is _DEMANDED:
+                demanded = True
+                continue
+            run.owed -= 1
+            if answer.get('trained'):
+                infos.append(answer)
+            elif answer.get('message'):
+                messages.append(answer['message'])
         run.task_ended(began)
-        return info
+        result = {'task_id': run.task_id, 'trained': bool(infos), 'infos': infos}
+        if messages:
+            result['message'] = '; '.join(messages)
+        return result
 
     def deal_with_learner_close(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
         """Stop the running learner task (the comm learner stays up for the next start task)."""

@@ -1,0 +1,119 @@
+"""A real ``ding -m parallel`` run in a subprocess, for the end-to-end tests of the run service in
+parallel mode (tests/service/test_parallel_service.py, tests/resilience/test_parallel_resume.py)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, Optional
+
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+EXP = 'svc_parallel'
+
+
+def write_config(path: str, service: Optional[dict] = None, stop_value: float = 195, collector: Optional[dict] = None,
+                 learner_hook: Optional[dict] = None, system_collectors: Optional[dict] = None) -> str:
+    """A copy of the parallel CartPole DQN config with the given changes (the file is a real config file)."""
+    lines = [
+        f'exec(open({CONFIG!r}).read())',
+        f'main_config.exp_name = {EXP!r}',
+        f'main_config.env.stop_value = {stop_value!r}',
+    ]
+    if service is not None:
+        lines.append(f'main_config.service = {service!r}')
+    for key, value in (collector or {}).items():
+        lines.append(f'main_config.policy.collect.collector[{key!r}] = {value!r}')
+    if learner_hook:
+        lines.append(f'main_config.policy.learn.learner.setdefault("hook", {{}}).update({learner_hook!r})')
+    if system_collectors:
+        lines.append(f'system_config.collector = {system_collectors!r}')
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(lines) + '\n')
+    return path
+
+
+class ParallelRun:
+    """``ding -m parallel -c CFG`` started in ``cwd``; ``stop()`` ends it (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, cwd: str, config: str, *extra: str) -> None:
+        self.cwd = cwd
+        self.exp_dir = os.path.join(cwd, EXP)
+        env = dict(os.environ)
+        env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+        env['OMP_NUM_THREADS'] = '1'
+        self.log_path = os.path.join(cwd, 'pipeline.log')
+        self._log = open(self.log_path, 'wb')
+        self.proc = subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', config, '-s', '0',
+                                      *extra], cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+
+    def output(self) -> str:
+        with open(self.log_path, encoding='utf-8', errors='replace') as f:
+            return f.read()
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = predicate()
+            if value:
+                return value
+            if self.proc.poll() is not None:
+                raise AssertionError(f'the run exited ({self.proc.returncode}) while waiting for {what}:\n'
+                                     f'{self.output()[-3000:]}')
+            time.sleep(0.2)
+        raise AssertionError(f'timed out after {timeout}s waiting for {what}:\n{self.output()[-3000:]}')
+
+    def run_info(self, name: str = 'run.json') -> Optional[Dict[str, Any]]:
+        try:
+            with open(os.path.join(self.exp_dir, name), encoding='utf-8') as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+class Service:
+    """HTTP calls to one process's run service, address and token from its run file."""
+
+    def __init__(self, info: Dict[str, Any]) -> None:
+        self.url = info['url']
+        self.headers = {'Authorization': f"Bearer {info['token']}"}
+
+    def get(self, path: str) -> requests.Response:
+        return requests.get(self.url + path, timeout=30)
+
+    def post(self, path: str, body: Optional[dict] = None) -> requests.Response:
+        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60)
+
+    def status(self) -> Dict[str, Any]:
+        r = self.get('/run/status')
+        assert r.status_code == 200, r.text
+        return r.json()['data']
+
+
+def checkpoint_iterations(ckpt_dir: str) -> list:
+    """Iterations of the checkpoints in ``ckpt_dir`` (from their file names)."""
+    if not os.path.isdir(ckpt_dir):
+        return []
+    its = []
+    for name in os.listdir(ckpt_dir):
+        m = re.fullmatch(r'iteration_(\d+)\.safetensors', name)
+        if m:
+            its.append(int(m.group(1)))
+    return sorted(its)

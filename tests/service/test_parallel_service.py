@@ -1,0 +1,130 @@
+"""The run service in parallel mode, end to end: a real ``ding -m parallel`` run (coordinator, learner and
+collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated; weights over HTTP."""
+import os
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ding.config.errors import ConfigError
+from parallel_run_helpers import EXP, ParallelRun, Service, checkpoint_iterations, write_config
+
+SERVICE = dict(enable=True, weights_freq=20)
+
+
+def metrics_of(service: Service) -> dict:
+    r = service.get('/metrics')
+    assert r.status_code == 200
+    return {s.name: s.value for fam in text_string_to_metric_families(r.text) for s in fam.samples}
+
+
+@pytest.fixture(scope='module')
+def live_run(tmp_path_factory):
+    """One parallel run that does not end by itself (stop value out of reach), shared by the tests below
+    in order; the last one terminates it."""
+    cwd = str(tmp_path_factory.mktemp('parallel_service'))
+    cfg = write_config(os.path.join(cwd, 'cfg.py'), service=SERVICE, stop_value=100000,
+                       learner_hook=dict(save_ckpt_after_iter=100000))
+    run = ParallelRun(cwd, cfg)
+    try:
+        info = run.wait_for(lambda: run.run_info(), 60, 'the coordinator run.json')
+        learner_info = run.wait_for(lambda: run.run_info('run_learner0.json'), 60, "the learner's run file")
+        coordinator, learner = Service(info), Service(learner_info)
+        run.wait_for(lambda: coordinator.status()['iteration'] > 20, 60, 'training to start')
+        yield run, coordinator, learner
+    finally:
+        run.stop()
+
+
+@pytest.mark.slow
+def test_coordinator_run_file_status_and_metrics(live_run):
+    run, coordinator, learner = live_run
+    info = run.run_info()
+    assert info['instance'] == 'coordinator' and info['exp_name'] == EXP
+    status = coordinator.status()
+    assert status['state'] == 'running'
+    assert {'learning_rate', 'eps.start', 'eps.end', 'eps.decay'} <= set(status['hyperparameters'])
+    assert coordinator.get('/healthz').status_code == 200
+    assert learner.get('/healthz').status_code == 200
+    c, lm = metrics_of(coordinator), metrics_of(learner)
+    assert c['learner_iteration'] > 0 and c['learner_sgd_steps_total'] > 0
+    assert lm['learner_iteration'] > 0 and lm['learner_sgd_steps_total'] > 0
+    assert 'learner_total_loss' in lm and lm['learner_weights_version'] >= 0
+    # the learner serves its weights; the coordinator does not
+    assert learner.get('/weights/meta').status_code == 200
+    assert coordinator.get('/weights/meta').status_code == 404
+
+
+@pytest.mark.slow
+def test_pause_tune_resume(live_run):
+    run, coordinator, learner = live_run
+    r = coordinator.post('/run/pause', {'wait': 20})
+    assert r.status_code == 200 and r.json()['data']['state'] == 'paused', r.text
+    time.sleep(1.0)  # in-flight learn tasks finish
+    it = learner.status()['iteration']
+    time.sleep(2.0)
+    assert learner.status()['iteration'] == it, 'the learner trained while the run was paused'
+    status = coordinator.status()
+    assert status['state'] == 'paused' and status['heartbeat_age_seconds'] < 2.0
+
+    bad = coordinator.post('/run/tune', {'changes': {'learning_rate': 5}})
+    assert 400 <= bad.status_code < 500
+    assert 'learning_rate' in bad.text and '(0, 1]' in bad.text
+    ok = coordinator.post('/run/tune', {'changes': {'learning_rate': 0.0005, 'eps.end': 0.05}, 'wait': 10})
+    assert ok.status_code == 200, ok.text
+    assert ok.json()['data']['changes']['learning_rate']['new'] == 0.0005
+
+    assert coordinator.post('/run/resume').status_code == 200
+    # The learning rate travels with the next learn task and is applied between two learner iterations.
+    run.wait_for(lambda: learner.status()['hyperparameters'].get('learning_rate') == 0.0005, 30,
+                 'the learner to apply the tuned learning rate')
+    run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on after resume')
+    assert coordinator.status()['hyperparameters']['eps.end'] == 0.05
+
+
+@pytest.mark.slow
+def test_terminate_writes_a_final_checkpoint_and_exits(live_run):
+    run, coordinator, learner = live_run
+    r = coordinator.post('/run/terminate', {'wait': 60})
+    assert r.status_code == 200 and r.json()['data']['state'] == 'terminated', r.text
+    assert run.proc.wait(60) == 0
+    its = checkpoint_iterations(os.path.join(run.exp_dir, 'ckpt_learner0'))
+    assert its and its[-1] > 20, its  # save_ckpt_after_iter is out of reach: this is the final one
+    assert 'terminated by run control' in run.output()
+    assert run.run_info() is None and run.run_info('run_learner0.json') is None
+
+
+@pytest.mark.slow
+def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
+    """Collectors look for policy files in a directory nobody writes to: they can only act with the
+    learner's weights if they fetch them over HTTP."""
+    nowhere = str(tmp_path / 'no_policy_here')
+    collectors = {f'collector{i}': dict(path_policy=nowhere) for i in range(2)}
+    cfg = write_config(str(tmp_path / 'cfg.py'), service=SERVICE, collector=dict(policy_transport='http'),
+                       system_collectors=collectors)
+    run = ParallelRun(str(tmp_path), cfg, '--env-step', '60000')
+    try:
+        assert run.proc.wait(90) == 0, run.output()[-3000:]
+    finally:
+        run.stop()
+    assert 'SOLVED' in run.output(), run.output()[-2000:]
+    assert not os.path.exists(nowhere) or not os.listdir(nowhere)
+    logs = os.path.join(str(tmp_path), EXP, 'log')
+    text = ''
+    for root, _, files in os.walk(logs):
+        for name in files:
+            if name.endswith('.txt'):
+                with open(os.path.join(root, name), encoding='utf-8', errors='replace') as f:
+                    text += f.read()
+    assert 'loaded policy_iter' in text and 'from 127.0.0.1:' in text
+
+
+def test_http_transport_needs_the_service(tmp_path, monkeypatch):
+    from ding.entry.parallel_entry import parallel_pipeline
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(str(tmp_path / 'cfg.py'), collector=dict(policy_transport='http'))
+    with pytest.raises(ConfigError, match='policy_transport'):
+        parallel_pipeline(cfg, 0)
+    bad = write_config(str(tmp_path / 'bad.py'), collector=dict(policy_transport='ftp'))
+    with pytest.raises((ConfigError, ValueError), match='policy_transport'):
+        parallel_pipeline(bad, 0, ready_timeout=1.0)
