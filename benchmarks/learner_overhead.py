@@ -18,7 +18,8 @@ raw) and (b) the list of 64 sample dicts a replay buffer returns (collate includ
 a raw loop that stacks the same list itself). Before timing, both sides run 210 updates from the same weights on
 the same batch and the weight difference is printed (it should be 0). Rates are given by wall clock and by CPU
 time of the process (the steadier one on a shared machine); ``--profile`` prints a cProfile of path (a) first.
-The DQN part takes about 4 x rounds x seconds plus ~15 s.
+Each DQN run does about ``--seconds`` of CPU work (more wall time on a busy machine), so the DQN part takes
+about 4 x rounds x seconds plus ~15 s on an idle one.
 
     python benchmarks/learner_overhead.py --part dqn [--seconds 1.0] [--rounds 9] [--profile]
 """
@@ -381,6 +382,7 @@ def interleaved_many(fns: List[Callable[[], Any]], rounds: int) -> List[List[Any
 
 
 def profile_learner(learner: Any, data: Any, iters: int, top: int = 30) -> None:
+    """Print the ``top`` functions by own time over ``iters`` calls of ``learner.train(data)``."""
     import cProfile
     import pstats
     prof = cProfile.Profile()
@@ -421,7 +423,8 @@ def main_dqn(args: argparse.Namespace) -> None:
             # Warm-up (allocator, the first log show, which creates the tensorboard writer) and calibration.
             for loop in loops:
                 loop(200)
-            iters = max(50, int(args.seconds / measure(loops[0], 200)[0]))
+            # Calibrated on CPU time: on a busy machine a wall-clock calibration gives runs too short to time.
+            iters = max(50, int(args.seconds / measure(loops[0], 200)[1]))
             if args.profile:
                 profile_learner(lrn_a, batch, iters)
             timed = interleaved_many([lambda loop=loop: measure(loop, iters) for loop in loops], args.rounds)
