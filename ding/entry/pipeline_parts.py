@@ -153,3 +153,43 @@ def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
     if errors:
         raise RuntimeError(f'errors while closing the pipeline: {errors!r}')
     return line
+
+
+def run_serial_loop(parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int,
+                    max_env_step: int) -> None:
+    """The loop both serial pipelines share: gate, evaluate, collect, ``train_on(new_data)``, stop checks.
+
+    Ends on the stop value, a limit, a terminate request or Ctrl-C (after writing an interrupt
+    checkpoint); always prints the summary line and closes every component.
+    """
+    learner, collector, evaluator, commander = parts.learner, parts.collector, parts.evaluator, parts.commander
+    service = parts.service  # run control / metrics (ding.service); None unless cfg.service asks for it
+    stop, reason = False, 'interrupted'
+    try:
+        learner.call_hook('before_run')
+        while True:
+            # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
+            if service is not None and not service.gate(learner.train_iter, collector.envstep):
+                reason = 'terminated'
+                break
+            collect_kwargs = commander.step()
+            if evaluator.should_eval(learner.train_iter):
+                stop, eval_info = evaluator.eval(learner.save_checkpoint, learner.train_iter, collector.envstep)
+                parts.progress.record_eval(eval_info['eval_episode_return_mean'])
+                if stop:
+                    reason = 'solved'
+                    break
+            train_on(collector.collect(train_iter=learner.train_iter, policy_kwargs=collect_kwargs))
+            parts.progress.update(collector.envstep, learner.train_iter)
+            if collector.envstep >= max_env_step:
+                reason = 'max_env_step reached'
+                break
+            if learner.train_iter >= max_train_iter:
+                reason = 'max_train_iter reached'
+                break
+        learner.call_hook('after_run')
+    except KeyboardInterrupt:
+        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+        raise
+    finally:
+        finish_run(parts, stop, reason)
