@@ -36,11 +36,6 @@ def _to_columns(samples: List[Dict[str, Any]]) -> Dict[str, Any] | None:
     return columns
 
 
-def _from_columns(columns: Dict[str, Any]) -> List[Dict[str, Any]]:
-    n = len(next(iter(columns.values()))) if columns else 0
-    return [{k: v[i] for k, v in columns.items()} for i in range(n)]
-
-
 def save_samples(path_data: str, file_stem: str, samples: List[Dict[str, Any]]) -> List[str]:
     """Write ``samples`` as one file named ``file_stem`` in ``path_data``; return one data_id per sample."""
     if not samples:
@@ -60,35 +55,67 @@ def split_data_id(data_id: str) -> Tuple[str, int]:
     return name, int(index)
 
 
-class SampleReader:
-    """Loads samples by data_id, caching the few most recent files (a batch usually hits few files)."""
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
 
-    def __init__(self, path_data: str, cache_files: int = 64) -> None:
+
+class SampleReader:
+    """Loads samples by data_id, caching the most recently read files.
+
+    A replay buffer samples uniformly over every file it refers to, so a batch hits many files: the cache
+    keeps whole files (as loaded: one stacked tensor per key, no per-sample objects) up to ``cache_bytes``
+    of tensor data (and at most ``cache_files`` files), least recently used out first. A sample's dict is
+    built on each read (views into the file's tensors).
+    """
+
+    def __init__(self, path_data: str, cache_files: int = 4096, cache_bytes: int = 256 * 1024 * 1024) -> None:
         self.path_data = path_data
-        self._cache: 'OrderedDict[str, List[Dict[str, Any]]]' = OrderedDict()
+        # name -> (columns dict or None, samples list or None, n samples, tensor bytes)
+        self._cache: 'OrderedDict[str, Tuple[Any, Any, int, int]]' = OrderedDict()
         self._cache_files = cache_files
+        self._cache_bytes = cache_bytes
+        self._cached_bytes = 0
         self._lock = threading.Lock()
 
-    def _file(self, name: str) -> List[Dict[str, Any]]:
+    def _file(self, name: str) -> Tuple[Any, Any, int, int]:
         with self._lock:
-            samples = self._cache.get(name)
-            if samples is not None:
+            entry = self._cache.get(name)
+            if entry is not None:
                 self._cache.move_to_end(name)
-                return samples
+                return entry
         state = load_checkpoint(os.path.join(self.path_data, name))
-        samples = _from_columns(state['columns']) if 'columns' in state else state['samples']
+        if 'columns' in state:
+            columns = state['columns']
+            n = len(next(iter(columns.values()))) if columns else 0
+            entry = (columns, None, n, _tensor_bytes(columns))
+        else:
+            samples = state['samples']
+            entry = (None, samples, len(samples), _tensor_bytes(samples))
         with self._lock:
-            self._cache[name] = samples
-            while len(self._cache) > self._cache_files:
-                self._cache.popitem(last=False)
-        return samples
+            old = self._cache.pop(name, None)
+            if old is not None:
+                self._cached_bytes -= old[3]
+            self._cache[name] = entry
+            self._cached_bytes += entry[3]
+            while len(self._cache) > 1 and (len(self._cache) > self._cache_files
+                                            or self._cached_bytes > self._cache_bytes):
+                self._cached_bytes -= self._cache.popitem(last=False)[1][3]
+        return entry
 
     def read(self, data_id: str) -> Dict[str, Any]:
         """Return the sample; raises ``CheckpointError`` (missing / corrupt file) or ``ValueError`` (bad id)."""
         name, index = split_data_id(data_id)
-        samples = self._file(name)
-        if index >= len(samples):
-            raise ValueError(f"data_id '{data_id}': file holds only {len(samples)} samples")
+        columns, samples, n, _ = self._file(name)
+        if index >= n:
+            raise ValueError(f"data_id '{data_id}': file holds only {n} samples")
+        if columns is not None:
+            return {k: v[index] for k, v in columns.items()}
         return samples[index]
 
 
