@@ -275,7 +275,7 @@ def toy_config(exp_name: str, collector_num: int = 2, learner_num: int = 1, stop
         replay_buffer=dict(type='advanced'),
     )
     system = dict(
-        coordinator=dict(heartbeat_tolerance=2.0, heartbeat_check_span=0.1, reconnect_interval=0.2,
+        coordinator=dict(heartbeat_tolerance=5.0, heartbeat_check_span=0.1, reconnect_interval=0.2,
                          **(coordinator or {})),
         path_data='./{exp_name}/data', path_policy='./{exp_name}/policy', communication_mode='auto',
         learner={f'learner{i}': dict(learner_extra or {}) for i in range(learner_num)},

@@ -8,7 +8,7 @@ from ding.interaction import TaskStatus
 from ding.utils.file_transport import save_samples, unique_stem
 
 # Short spans keep the tests fast; production uses seconds.
-FAST_MASTER = dict(heartbeat_tolerance=2.0, heartbeat_check_span=0.05, request_retries=1,
+FAST_MASTER = dict(heartbeat_tolerance=5.0, heartbeat_check_span=0.05, request_retries=1,
                    request_retry_waiting=0.05, request_timeout=5.0)
 OBS_DIM, ACTION_DIM, BATCH = 4, 2, 4
 
