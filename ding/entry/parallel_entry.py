@@ -29,6 +29,8 @@ READY_TIMEOUT = 120.0
 STOP_GRACE = 5.0
 # A worker that dies more often than this is not restarted again: the run fails with its log.
 MAX_RESTARTS = 5
+# seconds between two writes of ./{exp}/coordinator_state.json (env steps etc. for --resume)
+STATE_SAVE_INTERVAL = 1.0
 
 
 @dataclass
@@ -292,6 +294,7 @@ def parallel_pipeline(
             try:
                 if coordinator is not None:
                     coordinator.close()
+                    coordinator.save_state()
             finally:
                 if service is not None:
                     service.end_run(solved, reason)
@@ -397,6 +400,7 @@ def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, co
     restarting: List[WorkerProcess] = []
     while not coordinator.system_shutdown_flag:
         coordinator.poll_service()  # run control: tunes, pause / resume, terminate (between rounds)
+        coordinator.save_state(min_interval=STATE_SAVE_INTERVAL)  # the counters --resume continues from
         if coordinator.system_shutdown_flag:
             break
         if stop_event is not None and stop_event.wait(0.1):

@@ -23,7 +23,7 @@ import secrets
 import sys
 import time
 from time import perf_counter
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ding.worker.learner.learner_hook import LearnerHook, SaveCkptHook, iterations_done
 
@@ -456,28 +456,50 @@ def attach_serial_service(parts: Any) -> Optional[ServiceRuntime]:
     return runtime
 
 
-def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_buffer: bool) -> None:
-    """The keys a serial pipeline can change between iterations, for this policy."""
-    learn_cfg = cfg.policy.learn
-    learn_mode = policy.learn_mode
+def _has_attribute(learn_mode: Any, name: str) -> bool:
+    try:
+        learn_mode.get_attribute(name)
+        return True
+    except AttributeError:
+        return False
 
-    def attribute(name: str) -> bool:
-        try:
-            learn_mode.get_attribute(name)
-            return True
-        except AttributeError:
-            return False
 
+def register_loss_weights(control: RunControl, learn_mode: Any, learn_cfg: Any = None) -> List[str]:
+    """Make ``entropy_weight`` / ``value_weight`` tunable where the policy keeps them (``policy._entropy_weight``):
+    set on the policy (read by its next ``forward``) and in ``learn_cfg``. Returns the keys registered."""
+    keys = []
     for key in ('entropy_weight', 'value_weight'):
-        if attribute(key):
+        if _has_attribute(learn_mode, key):
             def get(key: str = key) -> float:
                 return float(learn_mode.get_attribute(key))
 
             def set_(value: float, key: str = key) -> None:
                 learn_mode.set_attribute(key, float(value))
-                learn_cfg[key] = float(value)
+                if learn_cfg is not None:
+                    learn_cfg[key] = float(value)
 
             control.register_tunable(key, get, set_)
+            keys.append(key)
+    return keys
+
+
+def register_batch_size_attribute(control: RunControl, learn_mode: Any, learn_cfg: Any = None,
+                                  check: Optional[Callable[[Any, Mapping[str, Any]], Optional[str]]] = None) -> None:
+    """Make ``batch_size`` tunable as the policy's attribute (on-policy minibatch size; in parallel mode the
+    comm learner's data demand reads it for every batch it asks for)."""
+    def set_batch(value: int) -> None:
+        learn_mode.set_attribute('batch_size', int(value))
+        if learn_cfg is not None:
+            learn_cfg['batch_size'] = int(value)
+
+    control.register_tunable('batch_size', lambda: int(learn_mode.get_attribute('batch_size')), set_batch, check)
+
+
+def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_buffer: bool) -> None:
+    """The keys a serial pipeline can change between iterations, for this policy."""
+    learn_cfg = cfg.policy.learn
+    learn_mode = policy.learn_mode
+    register_loss_weights(control, learn_mode, learn_cfg)
 
     if with_buffer:
         # The off-policy loop reads both from the config at the top of every collect.
@@ -493,7 +515,7 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
                                  lambda v: learn_cfg.__setitem__('update_per_collect', int(v)))
         control.register_tunable('batch_size', lambda: int(learn_cfg.batch_size),
                                  lambda v: learn_cfg.__setitem__('batch_size', int(v)), check_batch)
-    elif attribute('batch_size'):
+    elif _has_attribute(learn_mode, 'batch_size'):
         n_sample = cfg.policy.collect.get('n_sample')
 
         def check_minibatch(value: int, pending: Mapping[str, Any]) -> Optional[str]:
@@ -501,12 +523,7 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
                 return f'batch_size = {value} must not exceed policy.collect.n_sample = {n_sample} (on-policy)'
             return None
 
-        def set_batch(value: int) -> None:
-            learn_mode.set_attribute('batch_size', int(value))
-            learn_cfg.batch_size = int(value)
-
-        control.register_tunable('batch_size', lambda: int(learn_mode.get_attribute('batch_size')), set_batch,
-                                 check_minibatch)
+        register_batch_size_attribute(control, learn_mode, learn_cfg, check_minibatch)
 
     eps_cfg = cfg.policy.get('other', {}).get('eps')
     if eps_cfg is not None and hasattr(policy, 'epsilon_greedy'):
@@ -532,5 +549,5 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
 
 
 __all__ = ['MetricsHook', 'PublishWeightsHook', 'RunControlHook', 'TimedCheckpointHook', 'ServiceRuntime',
-           'attach_serial_service', 'start_service', 'service_enabled', 'time_checkpoint_hooks', 'write_run_file', 'read_run_file',
+           'attach_serial_service', 'register_loss_weights', 'register_batch_size_attribute', 'start_service', 'service_enabled', 'time_checkpoint_hooks', 'write_run_file', 'read_run_file',
            'run_file_path', 'new_run_id', 'RUN_FILE']

@@ -37,6 +37,8 @@ TUNE_LIMITS: Dict[str, Tuple[str, str]] = {
     'eps.start': ('number', '[0, 1]'),
     'eps.end': ('number', '[0, 1]'),
     'eps.decay': ('int', '[1, 1e9]'),
+    # parallel mode: the coordinator's pacing (samples collectors may hand over per learner iteration)
+    'max_samples_per_iter': ('number', '(0, 1e6]'),
 }
 # Config paths accepted for a key (``policy.learn.learning_rate`` names ``learning_rate``).
 _PREFIXES = ('policy.learn.', 'policy.other.', 'learn.', 'other.')

@@ -25,14 +25,14 @@ class RecordingSlave(CalcSlave):
 
 
 def test_heartbeats_keep_a_connection_alive(make_master, slave):
-    master = make_master(heartbeat_tolerance=1.0)
+    master = make_master(heartbeat_tolerance=2.0)
     with master.new_connection('calc', '127.0.0.1', slave.port) as conn:
-        time.sleep(2.5)  # well past the tolerance: only heartbeats keep the connection
+        time.sleep(4.5)  # well past the tolerance: only heartbeats keep the connection
         assert conn.is_connected and 'calc' in master and slave.is_connected
 
 
 def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, make_slave, wait):
-    tolerance = 0.5
+    tolerance = 1.0
     master = make_master(heartbeat_tolerance=tolerance)
     slave = make_slave(heartbeat_span=0.1)
     conn = master.new_connection('calc', '127.0.0.1', slave.port)
@@ -45,7 +45,7 @@ def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, 
     stopped = time.monotonic()
     assert wait(lambda: not conn.is_connected, timeout=5)
     noticed = time.monotonic() - stopped
-    assert noticed < tolerance + 1.0, noticed  # margin for a loaded machine
+    assert noticed < tolerance + 3.0, noticed  # margin for a CPU-starved machine
     assert 'calc' not in master
     assert task.join(5).status == TaskStatus.TASK_FAILED
     assert failures == [task.result] and 'no heartbeat' in task.result['message']

@@ -105,7 +105,7 @@ def test_task_timeout_fails_a_task_without_answer(conn, slave):
     begin = time.monotonic()
     task = conn.new_task({'op': 'wait'}, timeout=0.3).on_fail(lambda data, result: failures.append(result))
     task.start().join(5)
-    assert 0.3 <= time.monotonic() - begin < 2.0
+    assert 0.3 <= time.monotonic() - begin < 4.5  # generous: CI machines can be CPU-starved
     assert task.status == TaskStatus.TASK_FAILED
     assert 'timed out' in task.result['message'] and failures == [task.result]
     assert conn.tasks == [] and conn.is_connected

@@ -52,7 +52,7 @@ class ParallelRun:
         self._log = open(self.log_path, 'wb')
         self.proc = subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', config, '-s', '0',
                                       *extra], cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, start_new_session=True)  # killpg-able
 
     def output(self) -> str:
         with open(self.log_path, encoding='utf-8', errors='replace') as f:

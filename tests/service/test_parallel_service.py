@@ -65,7 +65,7 @@ def test_pause_tune_resume(live_run):
     time.sleep(2.0)
     assert learner.status()['iteration'] == it, 'the learner trained while the run was paused'
     status = coordinator.status()
-    assert status['state'] == 'paused' and status['heartbeat_age_seconds'] < 2.0
+    assert status['state'] == 'paused' and status['heartbeat_age_seconds'] < 5.0
 
     bad = coordinator.post('/run/tune', {'changes': {'learning_rate': 5}})
     assert 400 <= bad.status_code < 500
@@ -80,6 +80,48 @@ def test_pause_tune_resume(live_run):
                  'the learner to apply the tuned learning rate')
     run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on after resume')
     assert coordinator.status()['hyperparameters']['eps.end'] == 0.05
+
+
+def hyperparameter_gauge(service: Service, key: str) -> float:
+    r = service.get('/metrics')
+    for fam in text_string_to_metric_families(r.text):
+        for s in fam.samples:
+            if s.name == 'learner_hyperparameter' and s.labels.get('key') == key:
+                return s.value
+    raise AssertionError(f'no learner_hyperparameter{{key="{key}"}} in /metrics')
+
+
+@pytest.mark.slow
+def test_tune_batch_size_and_pacing_refuses_what_parallel_dqn_lacks(live_run):
+    run, coordinator, learner = live_run
+    status = coordinator.status()
+    assert status['hyperparameters']['batch_size'] == 64
+    assert status['hyperparameters']['max_samples_per_iter'] == 4
+    # DQN has no loss weights; update_per_collect has no meaning in parallel mode (pacing plays its role)
+    for key in ('entropy_weight', 'value_weight', 'update_per_collect'):
+        bad = coordinator.post('/run/tune', {'changes': {key: 1}})
+        assert 400 <= bad.status_code < 500 and key in bad.text, bad.text
+    for key, value, bound in (('batch_size', 0, '[1, 65536]'), ('max_samples_per_iter', 0, '(0, 1000000]')):
+        bad = coordinator.post('/run/tune', {'changes': {key: value}})
+        assert 400 <= bad.status_code < 500 and key in bad.text and bound in bad.text, bad.text
+    bad = coordinator.post('/run/tune', {'changes': {'batch_size': 30000}})
+    assert 400 <= bad.status_code < 500 and 'replay_buffer_size = 20000' in bad.text, bad.text
+    assert coordinator.status()['hyperparameters']['batch_size'] == 64, 'a refused tune changed something'
+
+    ok = coordinator.post('/run/tune', {'changes': {'batch_size': 16, 'max_samples_per_iter': 8}, 'wait': 10})
+    assert ok.status_code == 200, ok.text
+    changes = ok.json()['data']['changes']
+    assert changes['batch_size'] == {'old': 64, 'new': 16}
+    assert changes['max_samples_per_iter'] == {'old': 4.0, 'new': 8.0}
+    assert hyperparameter_gauge(coordinator, 'batch_size') == 16
+    assert hyperparameter_gauge(coordinator, 'max_samples_per_iter') == 8
+    assert any(e['event'] == 'tune' and 'batch_size' in e['changes'] for e in coordinator.status()['events'])
+    # forwarded with the next learn task; the learner's data demand uses it from then on
+    run.wait_for(lambda: learner.status()['hyperparameters'].get('batch_size') == 16, 30,
+                 'the learner to apply the tuned batch size')
+    assert hyperparameter_gauge(learner, 'batch_size') == 16
+    it = learner.status()['iteration']
+    run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on with the new batch size')
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ sample metadata from collectors to the learner through one replay buffer per lea
 from __future__ import annotations
 
 import copy
+import json
 import os
 import queue
 import threading
@@ -14,6 +15,8 @@ from easydict import EasyDict
 
 from .base_parallel_commander import create_parallel_commander
 from .comm_coordinator import CommCoordinator
+
+STATE_FILE = 'coordinator_state.json'  # under ./{exp_name}/: the counters a resumed run continues from
 
 
 class TaskState:
@@ -116,6 +119,7 @@ class Coordinator:
         self._http_weights = collector_cfg.get('policy_transport') == 'http' and not collector_cfg.get(
             'weights_address')
         self._learner_tune: Dict[str, Any] = {}
+        self._tuned_keys: set = set()  # policy.learn keys changed by run control (copied into learner tasks)
         self._tune_lock = threading.Lock()
         self.service: Any = None
 
@@ -172,6 +176,9 @@ class Coordinator:
         self._data_files: set = set()
         self.failed_tasks: List[Dict[str, Any]] = []
         self.start_time: Optional[float] = None
+        self._state_saved_at = 0.0
+        if resume:
+            self.restore_state()
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -253,10 +260,65 @@ class Coordinator:
             return self._replay_buffer.get(buffer_id)
 
     def state_dict(self) -> dict:
-        return {}
+        """The run's counters (env steps, learner iteration, samples pushed) that a resumed run continues."""
+        with self._commander_lock:
+            state = dict(self._commander.state_dict()) if hasattr(self._commander, 'state_dict') else {}
+        with self._stats_lock:
+            state.update(env_step=self.env_step, train_iter=self.train_iter, pushed_samples=self.pushed_samples)
+        return state
 
     def load_state_dict(self, state_dict: dict) -> None:
-        pass
+        with self._commander_lock:
+            if hasattr(self._commander, 'load_state_dict'):
+                self._commander.load_state_dict(state_dict)
+        with self._stats_lock:
+            self.train_iter = max(self.train_iter, int(state_dict.get('train_iter') or 0))
+            self.pushed_samples = int(state_dict.get('pushed_samples') or 0)
+
+    @property
+    def state_path(self) -> str:
+        """``./{exp_name}/coordinator_state.json``: the counters, rewritten (atomically) as the run goes."""
+        return os.path.join('.', self._exp_name, STATE_FILE)
+
+    def save_state(self, min_interval: float = 0.0) -> Optional[str]:
+        """Write ``state_dict()`` to ``state_path`` (temp file, fsync, rename: a kill never leaves half a
+        file); skipped when the last write is less than ``min_interval`` s old. Returns the path if written."""
+        now = time.time()
+        if now - self._state_saved_at < min_interval:
+            return None
+        self._state_saved_at = now
+        state = dict(self.state_dict(), time=now, exp_name=self._exp_name)
+        path = self.state_path
+        tmp = f'{path}.{os.getpid()}.tmp'
+        try:
+            with open(tmp, 'w', encoding='utf-8') as f:
+                json.dump(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:  # the run goes on; only a later resume would start its counters older
+            self.error(f'cannot write {path}: {exc}')
+            return None
+        return path
+
+    def restore_state(self) -> Optional[dict]:
+        """At the start of a resumed run: load ``state_path`` if there is one (None otherwise)."""
+        path = self.state_path
+        try:
+            with open(path, encoding='utf-8') as f:
+                state = json.load(f)
+        except FileNotFoundError:
+            self.info(f'resume: no {path}; env steps start from 0')
+            return None
+        except (OSError, ValueError) as exc:
+            self.error(f'resume: cannot read {path} ({exc}); env steps start from 0')
+            return None
+        if not isinstance(state, dict):
+            self.error(f'resume: {path} holds no object; env steps start from 0')
+            return None
+        self.load_state_dict(state)
+        self.info(f"resume: continuing from {path}: env_step {self.env_step}, train_iter {self.train_iter}")
+        return state
 
     def notify_worker_dead(self, kind: str, name: str) -> None:
         """The pipeline saw worker ``name`` exit: fail its task now instead of waiting for heartbeats."""
@@ -634,6 +696,10 @@ class Coordinator:
         """What a learner start task carries for the run service and resume (see docs/operations.md)."""
         task.setdefault('service', copy.deepcopy(self._cfg.main.get('service')))
         task.setdefault('run_started', self._run_started)
+        if self._tuned_keys and isinstance(task.get('policy'), dict):  # a restarted learner keeps the tunes
+            learn = task['policy'].setdefault('learn', {})
+            for key in list(self._tuned_keys):
+                learn[key] = self._cfg.main.policy.learn[key]
         if self._resume and 'resume' not in task:
             task['resume'] = self._resume  # the first learner task of a resumed run
 
@@ -644,18 +710,44 @@ class Coordinator:
         The owner calls ``poll_service()`` between rounds."""
         self.service = runtime
         control = runtime.control
-        lr = self._cfg.main.policy.learn.get('learning_rate')
-        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-            state = {'lr': float(lr)}
+        learn_cfg = self._cfg.main.policy.learn
+        buffer_size = self._cfg.main.policy.get('other', {}).get('replay_buffer', {}).get('replay_buffer_size')
 
-            def set_lr(value: float) -> None:
-                state['lr'] = float(value)
-                with self._tune_lock:
-                    self._learner_tune['learning_rate'] = float(value)
+        def check_batch(value: int, pending: Dict[str, Any]) -> Optional[str]:
+            if isinstance(buffer_size, int) and value > buffer_size:
+                return (f'batch_size = {value} must not exceed policy.other.replay_buffer.replay_buffer_size = '
+                        f'{buffer_size}')
+            return None
 
-            runtime.register_tunable('learning_rate', lambda: state['lr'], set_lr)
+        # Forwarded to the learner with the next learn task; its run control applies them between iterations
+        # (loss weights exist only where the policy config has them, e.g. PPO / A2C, not DQN).
+        for key, kind in (('learning_rate', float), ('entropy_weight', float), ('value_weight', float),
+                          ('batch_size', int)):
+            value = learn_cfg.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                runtime.register_tunable(key, lambda k=key, t=kind: t(learn_cfg[k]), self._forward_tune(key, kind),
+                                         check_batch if key == 'batch_size' else None)
+        if self._max_samples_per_iter is not None:
+            runtime.register_tunable('max_samples_per_iter', lambda: self._max_samples_per_iter,
+                                     self._set_max_samples_per_iter)
         self._register_eps_tunables(runtime)
         control.on_terminate = self._terminate_by_control
+
+    def _forward_tune(self, key: str, kind: Callable[[Any], Any]) -> Callable[[Any], None]:
+        def set_(value: Any) -> None:
+            # Kept in the config too: learner tasks started later (e.g. after a learner restart) get it.
+            self._cfg.main.policy.learn[key] = kind(value)
+            self._tuned_keys.add(key)
+            with self._tune_lock:
+                self._learner_tune[key] = kind(value)
+        return set_
+
+    def _set_max_samples_per_iter(self, value: float) -> None:
+        """Pacing from now on: the budget open at this moment stays open (no burst, no stall)."""
+        with self._data_arrived:
+            old, self._max_samples_per_iter = self._max_samples_per_iter, float(value)
+            self._pacing_warmup += (old - self._max_samples_per_iter) * self.train_iter
+            self._data_arrived.notify_all()
 
     def _register_eps_tunables(self, runtime: Any) -> None:
         eps_cfg = self._cfg.main.policy.get('other', {}).get('eps')

@@ -160,6 +160,17 @@ class SoloCommander(BaseCommander):
     def total_collector_env_step(self) -> int:
         return self._total_collector_env_step
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The counters a resumed run continues from (the env steps drive the collect settings, e.g. epsilon)."""
+        best = self.best_eval_return
+        return {'total_collector_env_step': self._total_collector_env_step,
+                'best_eval_return': best if best > float('-inf') else None}  # JSON has no -inf
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._total_collector_env_step = int(state.get('total_collector_env_step') or 0)
+        best = state.get('best_eval_return')
+        self.best_eval_return = float(best) if best is not None else float('-inf')
+
     @property
     def learner_step(self) -> int:
         return int(self._learner_info.get('learner_step', 0))

@@ -474,6 +474,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         run = self._run
         if run is None:
             return []
+        # The policy's batch_size, not the loader's: a run-control tune of batch_size takes effect here.
+        batch_size = run.learner.policy.get_attribute('batch_size')
         while not run.ending.is_set():
             if run.comm_batches > 1:
                 metadata = self._next_of_group(run, batch_size)
@@ -808,6 +810,13 @@ class FlaskFileSystemLearner(BaseCommLearner):
                                      instance=name, log=self._logger.info)
             self._service = runtime
         runtime.attach_learner(learner, control_hook=True, on_terminate=_request_stop)
+        # Tunes the coordinator forwards (it checked them against the config): loss weights the policy keeps,
+        # and batch_size, the size get_data asks the coordinator for from the next demand on.
+        from ding.service.hooks import register_batch_size_attribute, register_loss_weights
+        register_loss_weights(runtime.control, learner.policy)
+        register_batch_size_attribute(runtime.control, learner.policy)
+        if runtime.metrics is not None:
+            runtime.metrics.track_hyperparameters(runtime.control.getters())
         runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
         runtime.start_server(run_file=f'run_{name}.json')
 
