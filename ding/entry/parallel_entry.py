@@ -420,6 +420,7 @@ def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, co
                 _relaunch_on_new_port(w, cfg, config_json)
             else:
                 w.launch()
+            coordinator.info(f'{w.role} {w.name} exited with code {code}: restarted it (restart {w.restarts})')
             restarting.append(w)
         for w in list(restarting):
             if w.check_ready():

@@ -12,4 +12,4 @@ from .exception import MasterErrorCode, MasterResponseException, ResponseExcepti
     SlaveResponseException, get_master_exception_by_error, get_master_exception_class_by_error_code, \
     get_slave_exception_by_error, get_slave_exception_class_by_error_code
 from .master import Master, SlaveConnectionProxy, Task, TaskStatus
-from .slave import ConnectionRefuse, DisconnectionRefuse, Slave, TaskFail, TaskRefuse
+from .slave import CallbackSlave, ConnectionRefuse, DisconnectionRefuse, Slave, TaskFail, TaskRefuse

@@ -88,5 +88,6 @@ def test_cli_parallel_cartpole_survives_a_sigkilled_collector(tmp_path):
     assert SUMMARY.search(err), err[-3000:]
     log = (tmp_path / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt').read_text()
     assert 'collector0 reported dead by the pipeline' in log
-    assert 'connected to collector collector0 (127.0.0.1' in log and 'again' in log  # the restarted process
+    # the pipeline relaunched the process (the run may reach the stop value before the new one reconnects)
+    assert 'collector collector0 exited with code -9: restarted it (restart 1)' in log
     assert worker_pids(str(tmp_path)) == []

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 from easydict import EasyDict
 
-from ding.interaction import Slave, TaskFail
+from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
@@ -36,7 +36,7 @@ from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_samp
 _POLL_S = 0.05
 
 
-class CollectorSlave(Slave):
+class CollectorSlave(CallbackSlave):
     """The collector process's interaction slave: routes the coordinator's tasks to the comm collector.
 
     ``callback_fn`` maps ``deal_with_resource``, ``deal_with_collector_start``, ``deal_with_collector_data``
@@ -44,27 +44,16 @@ class CollectorSlave(Slave):
     reason when the coordinator disconnects or stops answering heartbeats.
     """
 
-    _TASKS = {
+    TASKS = {
         'resource': 'deal_with_resource',
         'collector_start_task': 'deal_with_collector_start',
         'collector_data_task': 'deal_with_collector_data',
         'collector_close_task': 'deal_with_collector_close',
     }
-
-    def __init__(self, host: str, port: int, callback_fn: Dict[str, Any], **slave_kwargs: Any) -> None:
-        super().__init__(host, port, **slave_kwargs)
-        missing = [name for name in self._TASKS.values() if not callable(callback_fn.get(name))]
-        if missing:
-            raise KeyError(f'CollectorSlave: callback_fn lacks {missing}')
-        self._callback_fn = callback_fn
+    ROLE = 'collector'
 
     def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
-        name = task.get('name')
-        callback = self._TASKS.get(name) if isinstance(name, str) else None
-        if callback is None:
-            raise TaskFail({'name': name}, f'collector slave: unknown task name {name!r}; known tasks are '
-                           f'{sorted(self._TASKS)}')
-        fn = self._callback_fn[callback]
+        name, fn = self._route(task)
         if name == 'resource':
             return fn()
         task_info = task.get('task_info')
@@ -75,15 +64,10 @@ class CollectorSlave(Slave):
     def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
                              data: Dict[str, Any]) -> None:
         if success:
-            self._lost('the coordinator disconnected')
+            self._lost_master('the coordinator disconnected')
 
     def _lost_connection(self, master_address: str, err: Exception) -> None:
-        self._lost(f'lost the coordinator at {master_address}: {err}')
-
-    def _lost(self, reason: str) -> None:
-        fn = self._callback_fn.get('deal_with_lost_master')
-        if fn is not None:
-            fn(reason)
+        self._lost_master(f'lost the coordinator at {master_address}: {err}')
 
 
 class _Run:

@@ -39,7 +39,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 import torch
 from easydict import EasyDict
 
-from ding.interaction import Slave, TaskFail
+from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.checkpoint import manifest_path
 from ding.utils.file_transport import CheckpointError, SampleReader, load_policy, save_policy, split_data_id
 from ding.utils.log_helper import build_logger, close_logger
@@ -60,7 +60,7 @@ _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dr
 _DEMANDED = object()
 
 
-class LearnerSlave(Slave):
+class LearnerSlave(CallbackSlave):
     """The learner process's interaction slave: routes the coordinator's tasks to the comm learner.
 
     ``callback_fn`` maps ``deal_with_resource``, ``deal_with_learner_start``, ``deal_with_get_data``,
@@ -68,28 +68,17 @@ class LearnerSlave(Slave):
     (optional) is called when the coordinator disconnects or stops answering heartbeats.
     """
 
-    _TASKS = {
+    TASKS = {
         'resource': 'deal_with_resource',
         'learner_start_task': 'deal_with_learner_start',
         'learner_get_data_task': 'deal_with_get_data',
         'learner_learn_task': 'deal_with_learner_learn',
         'learner_close_task': 'deal_with_learner_close',
     }
-
-    def __init__(self, host: str, port: int, callback_fn: Dict[str, Any], **slave_kwargs: Any) -> None:
-        super().__init__(host, port, **slave_kwargs)
-        missing = [name for name in self._TASKS.values() if not callable(callback_fn.get(name))]
-        if missing:
-            raise KeyError(f'LearnerSlave: callback_fn lacks {missing}')
-        self._callback_fn = callback_fn
+    ROLE = 'learner'
 
     def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
-        name = task.get('name')
-        callback = self._TASKS.get(name) if isinstance(name, str) else None
-        if callback is None:
-            raise TaskFail({'name': name}, f'learner slave: unknown task name {name!r}; known tasks are '
-                           f'{sorted(self._TASKS)}')
-        fn = self._callback_fn[callback]
+        name, fn = self._route(task)
         task_info = task.get('task_info') or {}
         if name == 'resource':
             return fn()
@@ -98,16 +87,13 @@ class LearnerSlave(Slave):
         return fn(task_info)
 
     def _lost_connection(self, master_address: str, err: Exception) -> None:
-        fn = self._callback_fn.get('deal_with_lost_master')
-        if fn is not None:
-            fn(master_address, err)
+        self._lost_master(master_address, err)
 
     def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
                              data: Dict[str, Any]) -> None:
         # A coordinator that disconnects has given up this worker's task (it fails and moves it).
-        fn = self._callback_fn.get('deal_with_lost_master')
-        if success and fn is not None:
-            fn('the coordinator', 'it disconnected')
+        if success:
+            self._lost_master('the coordinator', 'it disconnected')
 
 
 class _PolicyPublisher:
