@@ -107,9 +107,16 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
         info = second.wait_for(lambda: (second.run_info() or {}).get('pid') == second.proc.pid and second.run_info(),
                                60, "the resumed coordinator's run.json")
         coordinator = Service(info)
-        c = coordinator.get('/metrics').text
-        env_steps = [float(line.split()[-1]) for line in c.splitlines() if line.startswith('collector_env_steps_total')]
-        assert env_steps and env_steps[0] >= killed['env_step'], c  # the counter did not start from 0
+
+        def env_steps() -> float:
+            text = coordinator.get('/metrics').text
+            return max([float(line.split()[-1]) for line in text.splitlines()
+                        if line.startswith('collector_env_steps_total')] or [0.0])
+
+        # The service answers before the counters are restored: wait for the first non-zero reading. A counter
+        # that restarted from 0 would first report a few steps, far below the killed run's count.
+        first_reading = second.wait_for(env_steps, 60, 'the coordinator to report env steps')
+        assert first_reading >= killed['env_step'], first_reading  # the counter did not start from 0
         learner = Service(second.wait_for(lambda: second.run_info('run_learner0.json'), 60, "the learner's run file"))
         second.wait_for(lambda: learner.status()['iteration'] > ckpt_iter, 60, 'the learner to train on')
         second.wait_for(lambda: (saved_state() or {}).get('env_step', 0) > killed['env_step'], 30,
