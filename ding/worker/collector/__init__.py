@@ -1,4 +1,4 @@
-from .base_serial_collector import ISerialCollector, create_serial_collector, get_serial_collector_cls
+from .base_serial_collector import BaseSerialCollector, ISerialCollector, create_serial_collector, get_serial_collector_cls
 from .sample_serial_collector import SampleSerialCollector
 from .episode_serial_collector import EpisodeSerialCollector
 from .interaction_serial_evaluator import InteractionSerialEvaluator, create_serial_evaluator, get_serial_evaluator_cls

@@ -169,6 +169,32 @@ class SerialWorkerMixin:
         close_logger(self._logger)
 
 
+
+class BaseSerialCollector(SerialWorkerMixin, ISerialCollector):
+    """What the sample and episode collectors share: ``reset`` and the ``envstep`` counter."""
+
+    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
+        """Attach what is given, reset both sides and zero every counter."""
+        if _env is not None:
+            self.reset_env(_env)
+        if _policy is not None:
+            self.reset_policy(_policy)
+        self._clear_trajectories()
+        self._reset_collect_stats()
+
+    def _clear_trajectories(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def envstep(self) -> int:
+        """Env steps taken since the last ``reset`` (abnormal steps excluded)."""
+        return self._total_envstep_count
+
+    @envstep.setter
+    def envstep(self, value: int) -> None:
+        self._total_envstep_count = value
+
+
 def episode_return_of(info: Dict[str, Any]) -> Optional[float]:
     """``info['eval_episode_return']`` as a float (it may be a float, a 1-element array or tensor)."""
     value = info.get('eval_episode_return')

@@ -8,11 +8,11 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY
-from .base_serial_collector import ISerialCollector, SerialWorkerMixin, episode_return_of
+from .base_serial_collector import BaseSerialCollector, episode_return_of
 
 
 @SERIAL_COLLECTOR_REGISTRY.register('episode')
-class EpisodeSerialCollector(SerialWorkerMixin, ISerialCollector):
+class EpisodeSerialCollector(BaseSerialCollector):
     """Steps every ready env with one batched ``policy.forward`` until ``n_episode`` episodes finished.
 
     ``collect`` returns one list of transitions per finished episode, or, with ``get_train_sample=True``,
@@ -60,24 +60,8 @@ class EpisodeSerialCollector(SerialWorkerMixin, ISerialCollector):
             self._policy.reset()
         self._clear_trajectories()
 
-    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
-        if _env is not None:
-            self.reset_env(_env)
-        if _policy is not None:
-            self.reset_policy(_policy)
-        self._clear_trajectories()
-        self._reset_collect_stats()
-
     def _clear_trajectories(self) -> None:
         self._traj_buffer: Dict[int, List[Dict[str, Any]]] = {i: [] for i in range(self._env_num)}
-
-    @property
-    def envstep(self) -> int:
-        return self._total_envstep_count
-
-    @envstep.setter
-    def envstep(self, value: int) -> None:
-        self._total_envstep_count = value
 
     def collect(self, n_episode: Optional[int] = None, train_iter: int = 0,
                 policy_kwargs: Optional[Dict] = None) -> List[Any]:

@@ -8,11 +8,11 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY
-from .base_serial_collector import ISerialCollector, SerialWorkerMixin, ceil_div, episode_return_of
+from .base_serial_collector import BaseSerialCollector, ceil_div, episode_return_of
 
 
 @SERIAL_COLLECTOR_REGISTRY.register('sample')
-class SampleSerialCollector(SerialWorkerMixin, ISerialCollector):
+class SampleSerialCollector(BaseSerialCollector):
     """Steps every ready env with ``policy.forward({env_id: obs}, **policy_kwargs)`` until ``n_sample``
     training samples are made.
 
@@ -84,15 +84,6 @@ class SampleSerialCollector(SerialWorkerMixin, ISerialCollector):
         self._clear_trajectories()
         self._update_traj_len()
 
-    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
-        """Attach what is given, reset both sides and zero every counter."""
-        if _env is not None:
-            self.reset_env(_env)
-        if _policy is not None:
-            self.reset_policy(_policy)
-        self._clear_trajectories()
-        self._reset_collect_stats()
-
     def _clear_trajectories(self) -> None:
         self._traj_buffer: Dict[int, List[Dict[str, Any]]] = {i: [] for i in range(self._env_num)}
         self._env_step: Dict[int, int] = {i: 0 for i in range(self._env_num)}
@@ -105,15 +96,6 @@ class SampleSerialCollector(SerialWorkerMixin, ISerialCollector):
             self._traj_len = max(self._unroll_len, ceil_div(self._default_n_sample, self._env_num))
 
     # ---- properties ----------------------------------------------------------------------------
-    @property
-    def envstep(self) -> int:
-        """Env steps taken since the last ``reset`` (abnormal steps excluded)."""
-        return self._total_envstep_count
-
-    @envstep.setter
-    def envstep(self, value: int) -> None:
-        self._total_envstep_count = value
-
     @property
     def traj_len(self) -> float:
         return self._traj_len
