@@ -252,6 +252,29 @@ class CommCoordinator:
         self._callback_fn['deal_with_worker_change']()
 
     # ---- requests --------------------------------------------------------------------------------
+    def _start_remote_task(self, kind: str, task: Dict[str, Any], assigned: Dict[str, Any], worker: _Worker,
+                           conn: Any, task_info: Dict[str, Any], timeout: float) -> Tuple[Optional[bool], Dict[str, Any]]:
+        """Send ``{kind}_start_task``; return ``(None, result)`` once it started, else what the sender returns.
+
+        False: no worker took it (closing, or the worker is gone). True: the worker refused it, and the
+        task was reported failed.
+        """
+        task_id, name = task['task_id'], worker.name
+        outcome, result = self._request(worker, conn, {'name': f'{kind}_start_task',
+                                                       'task_info': to_jsonable(task_info)}, timeout)
+        if outcome == CLOSING:
+            return False, result
+        if outcome == LOST:
+            self._lose_worker(kind, name, f"start of {task_id} failed: {result.get('message')}", conn)
+            return False, result
+        task.update(assigned)
+        if outcome == FAILED:
+            self._logger.error(f"[CommCoordinator] {name} refused {kind} task {task_id}: {result.get('message')}")
+            self._task_failed(kind, task, worker, conn, FAILED, f'{kind}_start_task', result)
+            return True, result
+        self._logger.info(f'[CommCoordinator] {kind} task {task_id} started on {name}')
+        return None, result
+
     def _request(self, worker: _Worker, conn: Any, data: Dict[str, Any], timeout: float) -> Tuple[str, Dict[str, Any]]:
         """Run one task on ``conn`` and classify the outcome.
 
@@ -348,20 +371,10 @@ class CommCoordinator:
             'path_data': self._path(worker, 'path_data'),
         })
         task_info.setdefault('resume', None)
-        outcome, result = self._request(worker, conn, {'name': 'learner_start_task',
-                                                       'task_info': to_jsonable(task_info)},
-                                        self._learner_request_timeout)
-        if outcome == CLOSING:
-            return False
-        if outcome == LOST:
-            self._lose_worker('learner', name, f"start of {task_id} failed: {result.get('message')}", conn)
-            return False
-        learner_task.update(assigned)
-        if outcome == FAILED:
-            self._logger.error(f"[CommCoordinator] {name} refused learner task {task_id}: {result.get('message')}")
-            self._task_failed('learner', learner_task, worker, conn, FAILED, 'learner_start_task', result)
-            return True
-        self._logger.info(f'[CommCoordinator] learner task {task_id} started on {name}')
+        started_ok, result = self._start_remote_task('learner', learner_task, assigned, worker, conn, task_info,
+                                                     self._learner_request_timeout)
+        if started_ok is not None:
+            return started_ok
         started = self._callback_fn.get('deal_with_learner_started')
         if started is not None:  # e.g. the learner's weights address for collectors (run service)
             started(learner_task, result)
@@ -453,20 +466,10 @@ class CommCoordinator:
             'path_policy': os.path.join(policy_dir, f"{collector_task['policy_name']}.safetensors"),
             'path_data': self._path(worker, 'path_data'),
         })
-        outcome, result = self._request(worker, conn, {'name': 'collector_start_task',
-                                                       'task_info': to_jsonable(task_info)},
-                                        self._collector_request_timeout)
-        if outcome == CLOSING:
-            return False
-        if outcome == LOST:
-            self._lose_worker('collector', name, f"start of {task_id} failed: {result.get('message')}", conn)
-            return False
-        collector_task.update(assigned)
-        if outcome == FAILED:
-            self._logger.error(f"[CommCoordinator] {name} refused collector task {task_id}: {result.get('message')}")
-            self._task_failed('collector', collector_task, worker, conn, FAILED, 'collector_start_task', result)
-            return True
-        self._logger.info(f'[CommCoordinator] collector task {task_id} started on {name}')
+        started_ok, _ = self._start_remote_task('collector', collector_task, assigned, worker, conn, task_info,
+                                                self._collector_request_timeout)
+        if started_ok is not None:
+            return started_ok
         self._track(task_id, self._execute_collector_task, (collector_task, worker, conn), f'collector_task_{name}')
         return True
 

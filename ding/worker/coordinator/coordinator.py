@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from easydict import EasyDict
 
+from ding.utils.file_transport import split_data_id
 from .base_parallel_commander import create_parallel_commander
 from .comm_coordinator import CommCoordinator
 
@@ -480,8 +481,6 @@ class Coordinator:
 
     def collect_data_garbage(self, min_age: float) -> int:
         """Delete sample files no replay buffer refers to and older than ``min_age`` s; return how many."""
-        from ding.utils.checkpoint import manifest_path
-        from ding.utils.file_transport import split_data_id
         path_data = self._cfg.system.path_data
         with self._buffer_lock:
             buffers = list(self._replay_buffer.values())
@@ -502,36 +501,54 @@ class Coordinator:
             try:
                 if now - os.path.getmtime(path) < min_age:
                     continue
-                os.remove(path)
-            except FileNotFoundError:
-                pass
-            except OSError:  # the next round tries again
-                continue
-            removed += 1
-            with self._stats_lock:
-                self._data_files.discard(name)
-            try:
-                os.remove(manifest_path(path))
             except OSError:
                 pass
+            removed += self._remove_data_file(name)
         if removed:
             self.info(f'removed {removed} sample files no buffer refers to')
         return removed
 
+    def _remove_data_file(self, name: str) -> int:
+        """Delete one sample file and its manifest; 1 if it is gone now, 0 if it could not be removed."""
+        from ding.utils.checkpoint import manifest_path
+        path = os.path.join(self._cfg.system.path_data, name)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # the next garbage round tries again
+            return 0
+        with self._stats_lock:
+            self._data_files.discard(name)
+        try:
+            os.remove(manifest_path(path))
+        except OSError:
+            pass
+        return 1
+
     # ---- collector callbacks ---------------------------------------------------------------------
     def deal_with_collector_send_data(self, task_id: str, buffer_id: str, data: List[dict]) -> None:
         """Push the sample metadata of one collector answer into its learner task's buffer."""
+        names = set()
+        for d in data:  # data ids come over the network: only well-formed plain file names touch the disk
+            try:
+                names.add(split_data_id(str(d.get('data_id', '')))[0])
+            except ValueError:
+                pass
         buffer = self.replay_buffer(buffer_id)
         if buffer is None:
+            # An answer that arrives after its buffer closed (e.g. at the end of the run): nothing will ever
+            # read these samples, so their files go now rather than outliving the run.
             self.error(f'collector task {task_id}: no replay buffer {buffer_id}, {len(data)} samples dropped')
+            for name in names:
+                self._remove_data_file(name)
             return
         if not data:
             return
         buffer.push(data, cur_collector_envstep=-1)
-        names = {str(d.get('data_id', '')).rpartition('#')[0] for d in data}
         with self._stats_lock:
             self.pushed_samples += len(data)
-            self._data_files.update(n for n in names if n)
+            self._data_files.update(names)
         with self._data_arrived:
             self._data_arrived.notify_all()
 
