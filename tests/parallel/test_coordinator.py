@@ -39,8 +39,11 @@ def test_solo_run_moves_metadata_from_collectors_to_learner_until_the_stop_value
     assert {t['instance_name'] for t in tasks} == {'collector0', 'collector1'}  # both collectors worked
     assert cluster.coordinator.replay_buffer(learner_task['buffer_id']) is None  # closed with the coordinator
     assert os.path.isfile('toy/log/coordinator/coordinator_logger.txt')
-    # the sample files went away with the buffers that referred to them; the weights stay
-    assert not [n for n in os.listdir(cluster.cfg.system.path_data) if n.endswith('.safetensors')]
+    # the sample files went away with the buffers that referred to them; the weights stay. A toy collector
+    # may have written one last file whose answer the closing coordinator never received (the real comm
+    # collector deletes such unsent chunks itself; the toy does not): at most one per collector.
+    left = [n for n in os.listdir(cluster.cfg.system.path_data) if n.endswith('.safetensors')]
+    assert len(left) <= len(cluster.collectors), left
     assert os.path.isfile(policy_file)
 
 
