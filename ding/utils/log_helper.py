@@ -12,7 +12,8 @@ def build_logger(path: str, name: Optional[str] = None, need_tb: bool = True,
     """Return ``(text_logger, tb_writer)``.
 
     The text logger writes ``{path}/{name}_logger.txt`` (and the console unless ``to_console`` is
-    False); ``tb_writer`` is a tensorboardX ``SummaryWriter`` on ``{path}/{name}/`` or None.
+    False); ``tb_writer`` is a tensorboard ``SummaryWriter`` (see ``summary_writer_cls``) on ``{path}/{name}/``
+    or None.
     """
     name = name or 'default'
     os.makedirs(path, exist_ok=True)
@@ -34,7 +35,14 @@ def build_logger(path: str, name: Optional[str] = None, need_tb: bool = True,
 
 
 def summary_writer_cls() -> type:
-    """tensorboardX's ``SummaryWriter`` class, imported on first use (heavy: only components that write pay).
+    """The tensorboard writer class components use: ``ding.utils.tb_writer.SummaryWriter`` (scalars written
+    without importing tensorboardX; other ``add_*`` calls are handed to a tensorboardX writer)."""
+    from .tb_writer import SummaryWriter
+    return SummaryWriter
+
+
+def tensorboardx_writer_cls() -> type:
+    """tensorboardX's ``SummaryWriter`` class, imported on first use (heavy: only components that need it pay).
 
     tensorboardX imports boto3 when it is installed, only to support ``s3://`` log paths, which ding
     never writes; hiding boto3 during that import saves ~0.2 s of every run's start-up.

@@ -1,7 +1,23 @@
+"""Collectors and the evaluator. The serial ones load with the package; the parallel collector (which brings
+the file transport and checkpoint code) is imported on first use of its names."""
+from importlib import import_module as _import
+
 from .base_serial_collector import BaseSerialCollector, ISerialCollector, create_serial_collector, get_serial_collector_cls
 from .sample_serial_collector import SampleSerialCollector
 from .episode_serial_collector import EpisodeSerialCollector
 from .interaction_serial_evaluator import InteractionSerialEvaluator, create_serial_evaluator, get_serial_evaluator_cls
-from .base_parallel_collector import BaseParallelCollector
-from .zergling_parallel_collector import ZerglingParallelCollector
-from .parallel_collector_factory import create_parallel_collector, get_parallel_collector_cls
+
+_LAZY = {
+    'BaseParallelCollector': '.base_parallel_collector',
+    'ZerglingParallelCollector': '.zergling_parallel_collector',
+    'create_parallel_collector': '.parallel_collector_factory',
+    'get_parallel_collector_cls': '.parallel_collector_factory',
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_import(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ding.worker.collector' has no attribute '{name}'")

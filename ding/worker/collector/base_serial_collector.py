@@ -83,7 +83,7 @@ class SerialWorkerMixin:
         # os.path.join keeps an absolute exp_name absolute
         self._log_path = os.path.join('.', exp_name, 'log', instance_name)
         self._logger, _ = build_logger(self._log_path, instance_name, need_tb=False)
-        # Without a shared writer, one of our own is made on first use (tensorboardX is slow to import).
+        # Without a shared writer, one of our own is made on first use (no empty event files).
         self._tb_logger, self._own_tb = tb_logger, tb_logger is None
         self._env = None
         self._policy = None

@@ -142,7 +142,7 @@ class BaseLearner:
 
         self._log_dir = f'./{exp_name}/log/{instance_name}'
         self._logger, _ = build_logger(self._log_dir, instance_name, need_tb=False)
-        # A tensorboard writer is created on first use (tensorboardX costs ~1 s to import).
+        # A tensorboard writer is created on first use: a learner given one, or never logging, makes no file.
         self._tb_logger = tb_logger
         self._owns_tb_logger = False
 
