@@ -206,7 +206,8 @@ def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
     learner_cfg = deep_merge_dicts(PARALLEL_LEARNER_DEFAULTS,
                                    _defaults_of(cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner'])))
     policy_cfg.learn.learner = deep_merge_dicts(learner_cfg, learner_c)
-    collector_cls = cls_of(PARALLEL_COLLECTOR_REGISTRY, collector_c, ['ding.worker.collector'])
+    collector_cls = cls_of(PARALLEL_COLLECTOR_REGISTRY, collector_c,
+                           ['ding.worker.collector.zergling_parallel_collector'])
     collector_cfg = deep_merge_dicts(PARALLEL_COLLECTOR_DEFAULTS, _defaults_of(collector_cls))
     policy_cfg.collect.collector = deep_merge_dicts(collector_cfg, collector_c)
     try:
