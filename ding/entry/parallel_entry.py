@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from easydict import EasyDict
 
+from .parallel_prepare import child_env, prepare_run
 from .parallel_worker import EXIT_PORT_IN_USE
 
 # Seconds a worker has to come up (import torch, build its slave) before the run is abandoned.
@@ -71,10 +72,7 @@ class WorkerProcess:
                '--config', self.config_path, '--ready-file', self.ready_file]
         if not self.disable_flask_log:
             cmd.append('--enable-flask-log')
-        env = dict(os.environ)
-        # The worker must import this very ding (and dizoo) even when it is not installed.
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+        env = child_env()  # the worker imports this very ding (and dizoo) even when it is not installed
         env.setdefault('OMP_NUM_THREADS', '1')
         env['DING_PROGRESS'] = '0'
         if self._log_file is None:
@@ -239,7 +237,6 @@ def parallel_pipeline(
     learner) the run service: ``/run/*`` (pause, resume, tune, terminate), ``/metrics``, ``/healthz``.
     """
     from ding.config.errors import ConfigError
-    from ding.config.parallel import compile_config_parallel
     from ding.worker.coordinator.coordinator import Coordinator
     from .progress import RunProgress
 
@@ -249,15 +246,12 @@ def parallel_pipeline(
                           'config file')
     if exp_name:
         main_cfg.exp_name = exp_name
-    from .resume import experiment_ckpt_dir, resolve_resume
-    main_cfg.setdefault('exp_name', 'default_experiment')
     run_started = time.time()
-    # Before anything is built or written: a checkpoint that does not verify stops the run here.
-    resume_path = resolve_resume(main_cfg, resume, ckpt_dir=experiment_ckpt_dir(main_cfg.exp_name, 'learner0'))
-    main_cfg.pop('resume', None)
-    cfg = compile_config_parallel(main_cfg, create_cfg, system_cfg, seed=seed, save_cfg=True)
+    # Resume check, compile, config checks: in a child process, so that this one (the coordinator) never
+    # imports torch (see ding.entry.parallel_prepare).
+    with _SignalGuard():
+        cfg, resume_path = prepare_run(main_cfg, create_cfg, system_cfg, seed, resume)
     exp = cfg.main.exp_name
-    _check_policy_transport(cfg)
     run_dir = os.path.join('.', exp, 'run')
     log_dir = os.path.join('.', exp, 'log')
     for d in (run_dir, log_dir, cfg.system.path_data, cfg.system.path_policy):
@@ -359,25 +353,10 @@ def _adopt_port(w: WorkerProcess, cfg: EasyDict) -> bool:
     return False
 
 
-def _check_policy_transport(cfg: EasyDict) -> None:
-    """``policy_transport='http'`` needs the learner's run service (or an explicit ``weights_address``)."""
-    from ding.config.errors import ConfigError
-    from ding.service.weights import check_policy_transport
-    collector_cfg = cfg.main.policy.collect.collector
-    try:
-        transport = check_policy_transport(collector_cfg.get('policy_transport', 'fs'),
-                                           'policy.collect.collector.policy_transport')
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if transport != 'http' or collector_cfg.get('weights_address'):
-        return
-    if not (cfg.main.get('service') or {}).get('enable'):
-        raise ConfigError("policy.collect.collector.policy_transport='http' needs the learner's weights server: "
-                          "set service=dict(enable=True) (or policy.collect.collector.weights_address)")
-
-
 def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
     """The coordinator's run service (``run.json``, ``/run/*``, ``/metrics``, ``/healthz``), or None."""
+    if not cfg.main.get('service'):
+        return None  # no service section: the service modules (which import torch) stay unloaded
     from ding.service.hooks import service_enabled, start_service
     if not service_enabled(cfg.main):
         return None

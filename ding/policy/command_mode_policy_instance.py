@@ -1,10 +1,11 @@
 """Command-mode variants (``*_command``) of the policies: they also turn learner / collector counters into
-collect settings for the serial commander."""
+collect settings for the serial commander. The parallel coordinator builds the same command modes
+without these classes (see ``ding.worker.coordinator.base_parallel_commander.command_policy``)."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
-from ding.rl_utils import get_epsilon_greedy_fn
+from ding.rl_utils.exploration import EpsCommandMode
 from ding.utils.registry import POLICY_REGISTRY
 from .base_policy import CommandModePolicy
 from .a2c import A2CPolicy
@@ -13,22 +14,24 @@ from .ppo import PPOPolicy
 
 
 class EpsCommandModePolicy(CommandModePolicy):
-    """Collect setting ``{'eps': schedule(envstep)}`` from ``cfg.other.eps = {type, start, end, decay}``."""
+    """Collect setting ``{'eps': schedule(envstep)}`` from ``cfg.other.eps = {type, start, end, decay}``
+    (the schedule and its settings are :class:`ding.rl_utils.EpsCommandMode`'s)."""
 
     def _init_command(self) -> None:
-        eps_cfg = self._cfg.other.eps
-        self.epsilon_greedy = get_epsilon_greedy_fn(eps_cfg.start, eps_cfg.end, eps_cfg.decay, eps_cfg.type)
+        self._eps_command = EpsCommandMode(self._cfg.other.eps, owner=type(self).__name__)
+
+    @property
+    def epsilon_greedy(self) -> Callable[[int], float]:
+        """The schedule in use (run control may replace it)."""
+        return self._eps_command.epsilon_greedy
+
+    @epsilon_greedy.setter
+    def epsilon_greedy(self, fn: Callable[[int], float]) -> None:
+        self._eps_command.epsilon_greedy = fn
 
     def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
         """``command_info``: ``{'learner_step': int, 'envstep': int}``; the schedule runs on ``envstep``."""
-        if 'envstep' in command_info:
-            step = command_info['envstep']
-        elif 'step' in command_info:
-            step = command_info['step']
-        else:
-            raise KeyError(f"{type(self).__name__}.get_setting_collect: command_info needs 'envstep', "
-                           f"got keys {sorted(command_info)}")
-        return {'eps': self.epsilon_greedy(step)}
+        return self._eps_command.get_setting_collect(command_info)
 
     def _get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
         return {}

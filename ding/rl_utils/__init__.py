@@ -1,15 +1,50 @@
-"""RL maths: TD targets, GAE, PPO / A2C losses, exploration schedules, sample builders."""
-from .td import (
-    q_1step_td_data, q_1step_td_error, q_nstep_td_data, q_nstep_td_error, q_nstep_td_target, nstep_return_data,
-    nstep_return, v_1step_td_data, v_1step_td_error
-)
-from .gae import gae_data, gae
-from .ppo import (
-    ppo_data, ppo_loss, ppo_info, ppo_error, ppo_error_continuous, ppo_policy_data, ppo_policy_error,
-    ppo_value_data, ppo_value_error
-)
-from .a2c import a2c_data, a2c_loss, a2c_error, a2c_error_continuous
-from .exploration import get_epsilon_greedy_fn
-from .adder import get_nstep_return_data, get_train_sample
-from .distribution import categorical_logp_entropy, gaussian_logp_entropy
-from .running_mean_std import RunningMeanStd
+"""RL maths: TD targets, GAE, PPO / A2C losses, exploration schedules, sample builders.
+
+Names resolve on first use: the exploration schedules need only the standard library, so the parallel
+coordinator (which turns env steps into epsilon) can use them without importing torch.
+"""
+import sys as _sys
+import types as _types
+from importlib import import_module as _import
+
+# name -> submodule defining it
+_EXPORTS = {
+    **dict.fromkeys(('q_1step_td_data', 'q_1step_td_error', 'q_nstep_td_data', 'q_nstep_td_error', 'q_nstep_td_target',
+                     'nstep_return_data', 'nstep_return', 'v_1step_td_data', 'v_1step_td_error'), '.td'),
+    **dict.fromkeys(('gae_data', 'gae'), '.gae'),
+    **dict.fromkeys(('ppo_data', 'ppo_loss', 'ppo_info', 'ppo_error', 'ppo_error_continuous', 'ppo_policy_data',
+                     'ppo_policy_error', 'ppo_value_data', 'ppo_value_error'), '.ppo'),
+    **dict.fromkeys(('a2c_data', 'a2c_loss', 'a2c_error', 'a2c_error_continuous'), '.a2c'),
+    **dict.fromkeys(('get_epsilon_greedy_fn', 'EpsCommandMode'), '.exploration'),
+    **dict.fromkeys(('get_nstep_return_data', 'get_train_sample'), '.adder'),
+    **dict.fromkeys(('categorical_logp_entropy', 'gaussian_logp_entropy'), '.distribution'),
+    'RunningMeanStd': '.running_mean_std',
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ding.rl_utils' has no attribute '{name}'")
+    value = getattr(_import(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(_types.ModuleType):
+    """``gae`` names both a submodule and its function: importing ``ding.rl_utils.gae`` directly must not
+    turn the package attribute into the module (the eager package bound the function, so does this one)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, _types.ModuleType) and value.__name__ == f'{self.__name__}.{name}' and name in _EXPORTS:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

@@ -1,3 +1,11 @@
+"""Helpers shared by every part of ding.
+
+The registries, logging and timing helpers are imported at once (they need only the standard library);
+the rest resolve on first use, so a process that never touches tensors (the parallel coordinator) can
+use ``ding.utils`` without importing numpy or torch.
+"""
+from importlib import import_module as _import
+
 from .registry import (
     Registry, import_module, REGISTRIES, LEARNER_REGISTRY, POLICY_REGISTRY, MODEL_REGISTRY, ENV_REGISTRY,
     ENV_MANAGER_REGISTRY, BUFFER_REGISTRY, SERIAL_COLLECTOR_REGISTRY, PARALLEL_COLLECTOR_REGISTRY,
@@ -6,10 +14,30 @@ from .registry import (
 )
 from .log_helper import build_logger, close_logger, pretty_table
 from .time_helper import EasyTimer
-from .default_helper import CountVar, LogDict, set_pkg_seed
-from .checkpoint import (
-    CheckpointError, save_checkpoint, load_checkpoint, read_manifest, verify_checkpoint, list_checkpoints,
-    latest_valid_checkpoint, prune_checkpoints, get_rng_state, set_rng_state, config_hash, save_file, read_file
-)
-from .data_loader import AsyncDataLoader, DataLoaderError
-from .collate import default_collate, to_device
+
+# name -> submodule defining it; imported on first access (numpy / torch behind them)
+_LAZY = {
+    **dict.fromkeys(('CountVar', 'LogDict', 'set_pkg_seed'), '.default_helper'),
+    **dict.fromkeys(('CheckpointError', 'save_checkpoint', 'load_checkpoint', 'read_manifest', 'verify_checkpoint',
+                     'list_checkpoints', 'latest_valid_checkpoint', 'prune_checkpoints', 'get_rng_state',
+                     'set_rng_state', 'config_hash', 'save_file', 'read_file'), '.checkpoint'),
+    **dict.fromkeys(('AsyncDataLoader', 'DataLoaderError'), '.data_loader'),
+    **dict.fromkeys(('default_collate', 'to_device'), '.collate'),
+}
+
+__all__ = [
+    'Registry', 'import_module', 'REGISTRIES', 'LEARNER_REGISTRY', 'POLICY_REGISTRY', 'MODEL_REGISTRY',
+    'ENV_REGISTRY', 'ENV_MANAGER_REGISTRY', 'BUFFER_REGISTRY', 'SERIAL_COLLECTOR_REGISTRY',
+    'PARALLEL_COLLECTOR_REGISTRY', 'SERIAL_EVALUATOR_REGISTRY', 'COMM_LEARNER_REGISTRY', 'COMM_COLLECTOR_REGISTRY',
+    'COMMANDER_REGISTRY', 'LEARNER_HOOK_REGISTRY', 'build_logger', 'close_logger', 'pretty_table', 'EasyTimer',
+    *_LAZY
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ding.utils' has no attribute '{name}'")
+    value = getattr(_import(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value

@@ -26,10 +26,9 @@ import numpy as np
 import torch
 import safetensors.torch as st
 
-CHECKPOINT_FORMAT_VERSION: int = 1
+from .file_names import MANIFEST_SUFFIX, SUFFIX, manifest_path  # noqa: F401 -- part of this module's API
 
-SUFFIX = '.safetensors'
-MANIFEST_SUFFIX = '.manifest.json'
+CHECKPOINT_FORMAT_VERSION: int = 1
 META_KEY = 'ding_meta'
 # Extensions of DI-engine (torch.save) checkpoints; these load through the weights-only unpickler.
 TORCH_SUFFIXES = ('.pth.tar', '.pth', '.pt')
@@ -46,16 +45,6 @@ class CheckpointError(Exception):
 def _data_path(path: Union[str, os.PathLike]) -> str:
     path = os.fspath(path)
     return path if path.endswith(SUFFIX) else path + SUFFIX
-
-
-def manifest_path(path: Union[str, os.PathLike]) -> str:
-    """``'<dir>/iteration_100[.safetensors]'`` -> ``'<dir>/iteration_100.manifest.json'``."""
-    path = os.fspath(path)
-    if path.endswith(MANIFEST_SUFFIX):
-        return path
-    if path.endswith(SUFFIX):
-        path = path[:-len(SUFFIX)]
-    return path + MANIFEST_SUFFIX
 
 
 def _is_torch_file(path: str) -> bool:

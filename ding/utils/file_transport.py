@@ -10,11 +10,12 @@ import itertools
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .file_names import split_data_id  # noqa: F401 -- part of this module's API
 
 POLICY_FILE_PREFIX = 'policy_'
 
@@ -46,13 +47,6 @@ def save_samples(path_data: str, file_stem: str, samples: List[Dict[str, Any]]) 
     final = save_checkpoint(os.path.join(path_data, file_stem), state)
     name = os.path.basename(final)
     return [f'{name}#{i}' for i in range(len(samples))]
-
-
-def split_data_id(data_id: str) -> Tuple[str, int]:
-    name, sep, index = data_id.rpartition('#')
-    if not sep or not name or not index.isdigit() or os.sep in name or name.startswith('.'):
-        raise ValueError(f"malformed data_id '{data_id}' (expected '<file name>#<index>')")
-    return name, int(index)
 
 
 def _tensor_bytes(value: Any) -> int:
@@ -107,6 +101,20 @@ class SampleReader:
                                             or self._cached_bytes > self._cache_bytes):
                 self._cached_bytes -= self._cache.popitem(last=False)[1][3]
         return entry
+
+    def cached(self, name: str) -> bool:
+        """Whether the file ``name`` is in the cache (its reads need no disk access)."""
+        return name in self._cache
+
+    def read_file_samples(self, name: str, indices: List[int]) -> List[Optional[Dict[str, Any]]]:
+        """The samples at ``indices`` of file ``name``, one cache lookup for all of them (a batch's hot path):
+        new dicts the caller may add keys to; None for an index beyond the file's samples. Raises
+        ``CheckpointError`` like ``read``."""
+        columns, samples, n, _ = self._file(name)
+        if columns is not None:
+            items = columns.items()
+            return [{k: v[index] for k, v in items} if index < n else None for index in indices]
+        return [dict(samples[index]) if index < n else None for index in indices]
 
     def read(self, data_id: str) -> Dict[str, Any]:
         """Return the sample; raises ``CheckpointError`` (missing / corrupt file) or ``ValueError`` (bad id)."""

@@ -28,3 +28,16 @@ def test_reads_samples_of_many_files_and_evicts_by_bytes(tmp_path):
         assert files[0][0].split('#')[0] in str(exc)
     else:
         raise AssertionError('an evicted, deleted file was still readable')
+
+
+def test_reads_several_samples_of_one_file_at_once(tmp_path):
+    ids = _write(str(tmp_path), 8, 0)
+    name = ids[0].split('#')[0]
+    reader = SampleReader(str(tmp_path))
+    assert not reader.cached(name)
+    first, missing, last = reader.read_file_samples(name, [0, 8, 7])
+    assert reader.cached(name)
+    assert first['obs'].tolist() == [0.0] * 4 and last['obs'].tolist() == [7.0] * 4
+    assert missing is None  # beyond the file's 8 samples
+    first['policy_iter'] = 3  # the caller may add keys: the next read gets a clean dict
+    assert 'policy_iter' not in reader.read_file_samples(name, [0])[0]

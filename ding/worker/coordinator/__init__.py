@@ -1,7 +1,25 @@
+"""Commanders and the parallel coordinator. The serial commander loads with the package; the parallel side
+(HTTP master, resource manager, coordinator) is imported on first use of its names."""
+from importlib import import_module as _import
+
 from .base_serial_commander import BaseSerialCommander, create_serial_commander
-from .base_parallel_commander import BaseCommander, TaskSpace, create_parallel_commander, get_parallel_commander_cls
-from .solo_parallel_commander import SoloCommander
-from .naive_parallel_commander import NaiveCommander
-from .resource_manager import NaiveResourceManager
-from .comm_coordinator import CommCoordinator
-from .coordinator import Coordinator
+
+_LAZY = {
+    'BaseCommander': '.base_parallel_commander',
+    'TaskSpace': '.base_parallel_commander',
+    'create_parallel_commander': '.base_parallel_commander',
+    'get_parallel_commander_cls': '.base_parallel_commander',
+    'SoloCommander': '.solo_parallel_commander',
+    'NaiveCommander': '.naive_parallel_commander',
+    'NaiveResourceManager': '.resource_manager',
+    'CommCoordinator': '.comm_coordinator',
+    'Coordinator': '.coordinator',
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_import(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ding.worker.coordinator' has no attribute '{name}'")

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from easydict import EasyDict
 
@@ -148,10 +148,44 @@ class BaseCommander(ABC):
         return getattr(self, '_end_reason', '')
 
 
+class NoCommandMode:
+    """The command mode of on-policy algorithms: no settings."""
+
+    def get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+    def get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+    def get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+        return {}
+
+
+def _eps_command_mode(policy_cfg: EasyDict) -> Any:
+    from ding.rl_utils.exploration import EpsCommandMode
+    if 'eps' not in policy_cfg.get('other', {}):
+        raise KeyError(f"policy type '{policy_cfg.type}': the compiled config has no policy.other.eps")
+    return EpsCommandMode(policy_cfg.other.eps, owner=f'{policy_cfg.type} command mode')
+
+
+# The built-in ``*_command`` policies of ``ding.policy`` (command_mode_policy_instance.py) and their command
+# modes, built here without the policy classes: those import torch, which the coordinator process does not
+# need. tests/parallel/test_coordinator_torch_free.py checks that each gives its policy's settings.
+BUILTIN_COMMAND_MODES: Dict[str, Callable[[EasyDict], Any]] = {
+    'dqn_command': _eps_command_mode,
+    'ppo_command': lambda policy_cfg: NoCommandMode(),
+    'a2c_command': lambda policy_cfg: NoCommandMode(),
+}
+
+
 def command_policy(cfg: EasyDict) -> Any:
-    """The command mode of ``cfg.policy``; only the command part is built (no model, no optimizer)."""
-    from ding.utils.registry import POLICY_REGISTRY
+    """The command mode of ``cfg.policy`` (``get_setting_collect / learn / eval``). A built-in ``*_command``
+    type gets its torch-free command mode (:data:`BUILTIN_COMMAND_MODES`); any other policy (e.g. one from
+    ``import_names``) is built with ``enable_field=['command']`` (no model, no optimizer)."""
     policy_cfg = copy.deepcopy(cfg.policy)
+    if policy_cfg.type in BUILTIN_COMMAND_MODES and not policy_cfg.get('import_names'):
+        return BUILTIN_COMMAND_MODES[policy_cfg.type](policy_cfg)
+    from ding.utils.registry import POLICY_REGISTRY
     import_module(policy_cfg.get('import_names', []) or [])
     if policy_cfg.type not in POLICY_REGISTRY:
         import_module(['ding.policy'])

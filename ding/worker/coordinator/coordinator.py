@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from easydict import EasyDict
 
-from ding.utils.file_transport import split_data_id
+from ding.utils.file_names import manifest_path, split_data_id
 from .base_parallel_commander import create_parallel_commander
 from .comm_coordinator import CommCoordinator
 
@@ -486,7 +486,10 @@ class Coordinator:
             buffers = list(self._replay_buffer.values())
         referenced = set()
         for buffer in buffers:
-            for item in buffer.state_dict().get('data', []):
+            # stored_data(): the built-in buffers list their samples without building a state dict (whose
+            # tensors would import torch here); other buffers give them through state_dict()
+            stored = buffer.stored_data() if hasattr(buffer, 'stored_data') else buffer.state_dict().get('data', [])
+            for item in stored:
                 if item is not None and 'data_id' in item:
                     try:
                         referenced.add(split_data_id(item['data_id'])[0])
@@ -510,7 +513,6 @@ class Coordinator:
 
     def _remove_data_file(self, name: str) -> int:
         """Delete one sample file and its manifest; 1 if it is gone now, 0 if it could not be removed."""
-        from ding.utils.checkpoint import manifest_path
         path = os.path.join(self._cfg.system.path_data, name)
         try:
             os.remove(path)

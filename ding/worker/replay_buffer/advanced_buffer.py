@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
-import torch
 
 from ding.utils.registry import BUFFER_REGISTRY
 from .naive_buffer import _RingBuffer, _as_list
@@ -281,6 +280,7 @@ class AdvancedReplayBuffer(_RingBuffer):
 
     def state_dict(self) -> Dict[str, Any]:
         """Plain containers and tensors only, so ``torch.load(..., weights_only=True)`` can read it back."""
+        import torch  # here only: the parallel coordinator keeps its buffers without torch
         with self._lock:
             state = self._ring_state()
             state.update(

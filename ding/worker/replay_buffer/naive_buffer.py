@@ -90,6 +90,11 @@ class _RingBuffer(IBuffer):
     def count(self) -> int:
         return self._valid_count
 
+    def stored_data(self) -> List[Dict]:
+        """The samples held now, oldest slot first (the stored dicts themselves; no copies, no tensors)."""
+        with self._lock:
+            return [d for d in self._data if d is not None]
+
     def _ring_state(self) -> Dict[str, Any]:
         return {
             'data': list(self._data),

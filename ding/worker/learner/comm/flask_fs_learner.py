@@ -22,7 +22,8 @@ With ``comm_batches`` k > 1 the demand carries ``num_batches: k``; its learn tas
 that trained (rejected batches add none), so the HTTP round trips cost once per k iterations. Such a learn
 task is answered as soon as the learner has asked for the next k batches (its last batches may still be
 training: their infos go with the next learn task), so the coordinator's round trip overlaps training;
-the learn infos of a run stay exactly one per iteration, in order.
+the learn infos of a run stay exactly one per iteration, in order. The learn task of a run's last demand
+(no later one follows to carry infos) waits for every info it owes, even when the learner ends meanwhile.
 """
 from __future__ import annotations
 
@@ -55,9 +56,22 @@ _POLL_S = 0.05
 _META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
 # What send_learn_info itself writes into the learner's scalar log buffer.
 _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
-# Put into the learn-info queue when a ``num_batches`` demand is issued: the learn task being served may
-# answer now with the infos it has, so the coordinator fetches the next batches while the last ones train.
-_DEMANDED = object()
+
+
+class _Demanded:
+    """Put into the learn-info queue when the ``seq``-th ``num_batches`` demand of a run is issued.
+
+    A learn task that serves demand ``s`` may answer before all its batches trained only once it sees a
+    marker with ``seq > s``: the learner cannot finish without that later demand's batches, so the learn
+    task that brings them is still to come and carries the remaining infos. The marker of the served
+    demand itself (or of none) says nothing of the kind: after the run's last demand, the learn task must
+    wait for every learn info it owes, even when the learner ends meanwhile.
+    """
+
+    __slots__ = ('seq', )
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
 
 
 class LearnerSlave(CallbackSlave):
@@ -157,6 +171,7 @@ class _Run:
         self.pending: Deque[List[Dict[str, Any]]] = deque()  # batches received, not yet handed to the learner
         self.owed = 0  # learn infos / rejections still owed to learn tasks (num_batches demands)
         self.demand_out = False  # a num_batches demand was issued and its batches have not arrived yet
+        self.demands_issued = 0  # num_batches demands issued so far (the seq of the latest one)
         self.starved_s = 0.0  # time the data loader waited with no batch left (num_batches demands)
         self.thread: Optional[threading.Thread] = None
         self.ending = threading.Event()  # set: nothing may block on this run's queues any more
@@ -179,6 +194,11 @@ class _Run:
         self.in_tasks_s = 0.0
         self.between_tasks_s = 0.0
         self.last_task_end: Optional[float] = None
+        # (wall clock, process CPU time) when the first and the latest learn info of the run were sent: the
+        # run's end log reports the iterations between them with the wall time and the CPU time of this whole
+        # process (every thread: training, data loading, HTTP tasks, policy files), which benchmarks read.
+        self.first_info_clock: Optional[Tuple[float, float]] = None
+        self.last_info_clock: Optional[Tuple[float, float]] = None
         # Which iteration a requested batch will train at, known without racing the learner thread:
         # batches handed to the learner minus batches trained are still to come before it.
         self._iter_lock = threading.Lock()
@@ -524,10 +544,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 if wanted > 0:
                     demand = {'batch_size': int(batch_size), 'num_batches': min(run.comm_batches, wanted),
                               'cur_learner_iter': run.next_batch_iter() + len(run.pending), 'task_id': run.task_id}
+                    # Counted before the demand is visible: its learn task reads the count as its own seq.
+                    run.demands_issued += 1
                     if not self._put(self._data_demand_queue, demand, run):
                         return None
                     run.demand_out = True
-                    self._learn_info_queue.put(_DEMANDED)
+                    self._learn_info_queue.put(_Demanded(run.demands_issued))
             if run.pending:
                 return run.pending.popleft()
             if not run.demand_out:
@@ -551,11 +573,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     fresh.append(meta)
             metadata = fresh
 
-        groups: Dict[str, List[int]] = {}
+        # file name -> (positions in metadata, sample indices in the file)
+        groups: Dict[str, Tuple[List[int], List[int]]] = {}
         unreadable = 0
         for i, meta in enumerate(metadata):
             try:
-                name, _ = split_data_id(meta['data_id'])
+                name, index = split_data_id(meta['data_id'])
             except ValueError as exc:
                 unreadable += 1
                 self._logger.warning(f'learner task {run.task_id}: sample skipped: {exc}')
@@ -563,19 +586,25 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if name in run.bad_files:
                 unreadable += 1
                 continue
-            groups.setdefault(name, []).append(i)
+            group = groups.get(name)
+            if group is None:
+                groups[name] = group = ([], [])
+            group[0].append(i)
+            group[1].append(index)
 
-        if len(groups) > 1 and self._pool is not None:
-            futures = [(name, self._pool.submit(self._read_group, run, metadata, idx))
-                       for name, idx in groups.items()]
-            results = [(name, f.result()) for name, f in futures]
-        else:
-            results = [(name, self._read_group(run, metadata, idx)) for name, idx in groups.items()]
+        # Only files that are not cached yet go to the read pool (disk reads overlap); a cached file is a
+        # few tensor views, cheaper read here than handed to another thread.
+        reader = run.reader
+        uncached = [name for name in groups if not reader.cached(name)] if self._pool is not None else []
+        futures = {name: self._pool.submit(self._read_group, run, name, *groups[name])
+                   for name in uncached} if len(uncached) > 1 else {}
+        results = [(name, futures[name].result() if name in futures else self._read_group(run, name, *group))
+                   for name, group in groups.items()]
 
         samples = []
         for name, (loaded, error) in results:
             if error is not None:
-                n = len(groups[name])
+                n = len(groups[name][0])
                 unreadable += n
                 path = os.path.join(run.reader.path_data, name)
                 # A corrupt file stays corrupt; a missing one may still show up (a slow shared file system).
@@ -591,29 +620,27 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     unreadable += 1
                     continue
                 meta = metadata[i]
-                sample = dict(sample)
-                for key in _META_TO_SAMPLE:
+                for key in _META_TO_SAMPLE:  # the sample is a new dict of the reader's (read_file_samples)
                     if key in meta:
                         sample[key] = meta[key]
                 samples.append(sample)
         return samples, stale, unreadable
 
-    def _read_group(self, run: _Run, metadata: List[Dict[str, Any]],
+    def _read_group(self, run: _Run, name: str, positions: List[int],
                     indices: List[int]) -> Tuple[List[Tuple[int, Optional[Dict[str, Any]]]], Optional[str]]:
-        """Read the samples of one file: ``([(index, sample or None)], None)``, or ``([], why)`` if the file is bad."""
-        out = []
-        for i in indices:
-            data_id = metadata[i]['data_id']
-            try:
-                out.append((i, run.reader.read(data_id)))
-            except CheckpointError as exc:
-                return [], str(exc)
-            except ValueError as exc:  # index beyond the file's samples
-                self._logger.warning(f'learner task {run.task_id}: sample skipped: {exc}')
-                out.append((i, None))
-            except Exception as exc:  # a file that verifies but is not a sample file
-                return [], f'{type(exc).__name__}: {exc}'
-        return out, None
+        """Read the samples ``indices`` of file ``name``: ``([(position, sample or None)], None)``, or
+        ``([], why)`` if the file is bad."""
+        try:
+            loaded = run.reader.read_file_samples(name, indices)
+        except CheckpointError as exc:
+            return [], str(exc)
+        except Exception as exc:  # a file that verifies but is not a sample file
+            return [], f'{type(exc).__name__}: {exc}'
+        for index, sample in zip(indices, loaded):
+            if sample is None:
+                self._logger.warning(f"learner task {run.task_id}: sample skipped: data_id '{name}#{index}' is "
+                                     f"beyond the samples of its file")
+        return list(zip(positions, loaded)), None
 
     def send_policy(self, state_dict: Dict[str, Any]) -> None:
         """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
@@ -687,6 +714,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if info['learner_done']:
             run.reason = 'finished'
         if self._put(self._learn_info_queue, info, run):
+            run.last_info_clock = (time.perf_counter(), time.process_time())
+            if run.first_info_clock is None:
+                run.first_info_clock = run.last_info_clock
             run.learn_infos += 1
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
@@ -846,12 +876,18 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.error(f'learner task {run.task_id}: the last policy file was not written within '
                                    f'{self._cfg.stop_timeout}s')
             rounds = max(run.learn_infos + run.rejected_batches, 1)
+            rates = ''
+            if run.first_info_clock is not None and run.learn_infos > 1:
+                wall = run.last_info_clock[0] - run.first_info_clock[0]
+                cpu = run.last_info_clock[1] - run.first_info_clock[1]
+                rates = (f'; from the first learn info to the last: {run.learn_infos - 1} iterations in '
+                         f'{wall:.2f}s wall, {cpu:.2f}s process CPU')
             self._logger.info(f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
                               f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
                               f'{run.rejected_batches} batches rejected; per data round '
                               f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
                               f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
-                              f'{run.starved_s:.2f}s waiting with no batch received')
+                              f'{run.starved_s:.2f}s waiting with no batch received{rates}')
             run.finished.set()  # last: whoever waits for it may start the next task at once
 
     def _stop_run(self, run: _Run, reason: str) -> None:
@@ -923,6 +959,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     raise TaskFail(message=f"learner_learn_task: {where} must be a dict with a string 'data_id', "
                                            f"got {meta!r}")
         began = run.task_began()
+        # The demand this learn task serves: the loader issues the next one only after receiving this data.
+        served = run.demands_issued
         if not self._put(self._data_result_queue, data, run):
             raise self._ended(run, 'learner_learn_task')
         run.outstanding_demand = None
@@ -933,19 +971,21 @@ class FlaskFileSystemLearner(BaseCommLearner):
             run.task_ended(began)
             return info
         # One answer is owed per batch received, in order: a learn info, or the rejection of a batch nothing
-        # trained on. Once the learner has asked for the next batches (and some infos are in), answer with
-        # what is there: the rest goes with the next learn task, so the learner keeps training meanwhile.
+        # trained on. Once the learner has asked for batches beyond this demand's (and some infos are in),
+        # answer with what is there: the learn task bringing those batches carries the rest, so the learner
+        # keeps training meanwhile. Without such a later demand (the run's last one) every owed answer is
+        # waited for: no learn task follows to carry it.
         run.owed += len(batches)
         infos, messages = [], []
         demanded = False
         while run.owed > 0 and not (demanded and infos):
             answer = self._get(self._learn_info_queue, run)
             if answer is None:
-                if infos:  # the run ended part-way: the iterations that did train still count
+                if infos:  # the run stopped part-way (closed / failed): the iterations that trained still count
                     break
                 raise self._ended(run, 'learner_learn_task')
-            if answer is _DEMANDED:
-                demanded = True
+            if answer.__class__ is _Demanded:
+                demanded = demanded or answer.seq > served
                 continue
             run.owed -= 1
             if answer.get('trained'):
