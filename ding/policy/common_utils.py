@@ -24,14 +24,16 @@ def obs_to_tensor(obs: Any) -> torch.Tensor:
     """A float32 tensor that owns its memory (env managers may reuse observation buffers)."""
     if isinstance(obs, torch.Tensor):
         return obs if obs.dtype == torch.float32 else obs.float()
-    return torch.tensor(obs, dtype=torch.float32)
+    # np.array copies and converts in one step: the same values as torch.tensor(obs, dtype=float32), several
+    # times cheaper (this runs twice per env step)
+    return torch.from_numpy(np.array(obs, dtype=np.float32))
 
 
 def reward_to_tensor(reward: Any) -> torch.Tensor:
     """A 0-d float32 tensor from a python number, a (1,) array or a tensor."""
     if hasattr(reward, 'item'):
         reward = reward.item()
-    return torch.tensor(float(reward), dtype=torch.float32)
+    return torch.scalar_tensor(float(reward), dtype=torch.float32)  # cheaper than torch.tensor for one number
 
 
 def terminated(timestep: Any) -> bool:

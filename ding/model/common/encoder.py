@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from .module_call import fast_call
 from .layers import build_activation, fc_block
 
 
@@ -38,7 +39,7 @@ class FCEncoder(nn.Module):
         self.main = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.main(x)
+        return fast_call(self.main, x)
 
 
 class _Residual(nn.Module):
@@ -48,7 +49,7 @@ class _Residual(nn.Module):
         self.body = body
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.body(x)
+        return x + fast_call(self.body, x)
 
 
 class ConvEncoder(nn.Module):
@@ -86,7 +87,7 @@ class ConvEncoder(nn.Module):
         self.mid = fc_block(flat, self.output_size, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mid(self.main(x))
+        return fast_call(self.mid, fast_call(self.main, x))
 
 
 def build_encoder(obs_shape, hidden_size_list: Sequence[int], activation: Optional[nn.Module] = nn.ReLU(),

@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from ding.utils.registry import MODEL_REGISTRY
 from ..common import DiscreteHead, DuelingHead, build_encoder
+from ..common.module_call import fast_call
 from ..common.layers import squeeze_shape
 
 
@@ -37,4 +38,4 @@ class DQN(nn.Module):
                              norm_type=norm_type, dropout=dropout, input_size=feature)
 
     def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
-        return self.head(self.encoder(x))
+        return fast_call(self.head, fast_call(self.encoder, x))
