@@ -37,7 +37,7 @@ def run_once(algo: str, seed: int, workdir: str, max_env_step: int) -> dict:
     mode, config = CONFIGS[algo]
     cmd = [sys.executable, '-m', 'ding.entry.cli', '-m', mode, '-c', os.path.join(ROOT, config), '-s', str(seed),
            '--exp-name', f'bench_{algo}_seed{seed}', '--env-step', str(max_env_step)]
-    env = dict(os.environ, DING_PROGRESS='0', DING_QUIET='1', PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    env = dict(os.environ, DING_PROGRESS='0', DING_QUIET='1', PYTHONPATH=ROOT)
     env.pop('PYTHONDONTWRITEBYTECODE', None)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -106,19 +106,22 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
+    from .startup import import_for_run, limit_openmp_threads
+    if args.mode != 'parallel':  # parallel mode: the workers size their own pools
+        limit_openmp_threads()
     if args.mode == 'serial':
-        from ding.entry import serial_pipeline
+        serial_pipeline = import_for_run('ding.entry.serial_entry', 'serial_pipeline')
         serial_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
                         resume=args.resume)
     elif args.mode == 'serial_onpolicy':
-        from ding.entry import serial_pipeline_onpolicy
+        serial_pipeline_onpolicy = import_for_run('ding.entry.serial_entry_onpolicy', 'serial_pipeline_onpolicy')
         serial_pipeline_onpolicy((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
                                  resume=args.resume)
     elif args.mode == 'eval':
-        from ding.entry import eval as eval_entry
+        eval_entry = import_for_run('ding.entry.application_entry', 'eval')
         eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
     elif args.mode == 'parallel':
-        from ding.entry import parallel_pipeline
+        parallel_pipeline = import_for_run('ding.entry.parallel_entry', 'parallel_pipeline')
         kwargs = {}
         if args.resume is not None:
             import inspect

@@ -143,10 +143,13 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
 
-    from ding.utils import set_pkg_seed
-    import torch
+    from .startup import import_for_run, limit_openmp_threads
     # Workers share the machine's cores: one intra-op thread each avoids oversubscription.
-    torch.set_num_threads(int(wcfg.get('torch_threads', 1)))
+    threads = int(wcfg.get('torch_threads', 1))
+    limit_openmp_threads(threads)
+    torch = import_for_run('torch')
+    from ding.utils import set_pkg_seed
+    torch.set_num_threads(threads)
     set_pkg_seed(int(wcfg.seed), use_cuda=False)
     parent = os.getppid()
     comm = None
