@@ -3,6 +3,8 @@ Malformed and unauthorised requests: each gets a 4xx JSON envelope with the righ
 client-side as the exception class of that code, and changes nothing; the servers keep serving.
 """
 import json
+import socket
+import threading
 
 import pytest
 import requests
@@ -181,3 +183,58 @@ def test_oversized_body_is_refused_before_reading(monkeypatch, make_slave):
                            headers={'Channel': '0', 'Token': 't'}, timeout=5)
     assert answer.status_code == 413 and _envelope(answer)['code'] == SlaveErrorCode.REQUEST_INVALID
     assert not slave.is_connected and slave.ping()
+
+
+class _MuteServer:
+    """A TCP server that accepts connections and then either never answers or hangs up without a word."""
+
+    def __init__(self, hang_up: bool) -> None:
+        self._sock = socket.create_server(('127.0.0.1', 0))
+        self._sock.settimeout(0.05)  # accept() wakes up to see the stop flag
+        self.port = self._sock.getsockname()[1]
+        self.accepted = 0
+        self._conns = []
+        self._hang_up = hang_up
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except socket.timeout:
+                continue
+            conn.settimeout(5)
+            self.accepted += 1
+            if self._hang_up:
+                conn.recv(65536)
+                conn.close()
+            else:
+                self._conns.append(conn)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+        for conn in self._conns:
+            conn.close()
+
+
+@pytest.mark.parametrize('hang_up', [False, True])
+def test_client_maps_transport_failures_to_requests_exceptions(hang_up):
+    # A server that never answers: a read timeout, final unless the request is idempotent (the server may
+    # have acted). One that hangs up after reading: a broken connection, retried like a refused one.
+    server = _MuteServer(hang_up)
+    try:
+        client = HttpClient('127.0.0.1', server.port, {}, get_slave_exception_by_error, retries=1,
+                            retry_waiting=0.01, timeout=0.2)
+        expected = requests.ConnectionError if hang_up else requests.ReadTimeout
+        with pytest.raises(expected):
+            client.request('POST', '/task/new', {'task': {'id': 't'}})
+        assert server.accepted == (2 if hang_up else 1)
+        with pytest.raises(expected):
+            client.request('GET', '/ping', idempotent=True)
+        assert server.accepted == (4 if hang_up else 3)
+    finally:
+        server.close()

@@ -7,7 +7,7 @@ import pytest
 
 from ding.interaction import SlaveErrorCode, SlaveTaskAlreadyExist, SlaveTaskRefused, TaskRefuse, TaskStatus
 
-from interaction_helpers import CalcSlave
+from interaction_helpers import CalcSlave, wait_until
 
 
 def test_task_completes_and_callbacks_fire_in_order(conn):
@@ -111,6 +111,8 @@ def test_task_timeout_fails_a_task_without_answer(conn, slave):
     assert conn.tasks == [] and conn.is_connected
     # the late answer is refused by the master (unknown task) and changes nothing
     slave.release.set()
+    # one task at a time: the next is accepted once the slave's thread has left the timed-out one
+    assert wait_until(lambda: slave.current_task_id is None)
     assert conn.new_task({'op': 'add', 'a': 1, 'b': 1}).start().join(5).status == TaskStatus.TASK_COMPLETED
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ding.policy.dqn import DQNPolicy
-from ding.utils.file_transport import load_policy
+from ding.utils.file_transport import load_policy, save_samples, unique_stem
 from ding.utils.registry import POLICY_REGISTRY
 from ding.worker import create_comm_learner
 from ding.worker.learner.comm import FlaskFileSystemLearner
@@ -323,3 +323,45 @@ def test_coordinator_disconnect_stops_the_task_and_a_new_one_can_start(make_comm
         assert len(train(conn, 'task_d2', lambda demand: metadata)) == 2
     finally:
         conn.disconnect()
+
+
+def test_batches_across_files_train_with_the_buffers_ids(conn, comm, workdir):
+    # Two files written alike: the comm learner collates the batch from their columns. A file with another
+    # key besides: that batch goes to the policy as a list of samples. Both train, and the priorities come
+    # back with the ids of the samples they belong to (grouped by file, as the samples were read).
+    data = os.path.join(workdir, 'data')
+    first, second = write_sample_file(data, 2, seed=1), write_sample_file(data, 2, seed=2)
+    odd_ids = save_samples(data, unique_stem('odd'), [dict(s, extra=torch.ones(3)) for s in dqn_samples(2, 3)])
+    odd = [dict(first[i], data_id=d, replay_unique_id=f'odd-{i}') for i, d in enumerate(odd_ids)]
+    batches = [[first[0], second[0], first[1], second[1]], [first[0], odd[0], second[1], odd[1]]]
+    ok(conn, start_task('task_m', 2))
+    infos = train(conn, 'task_m', lambda demand: batches.pop(0))
+    assert [i['trained'] for i in infos] == [True, True]
+    assert all(math.isfinite(i['loss']) for i in infos)
+    ids = [i['priority_info']['replay_unique_id'] for i in infos]
+    assert ids == [[first[0]['replay_unique_id'], first[1]['replay_unique_id'], second[0]['replay_unique_id'],
+                    second[1]['replay_unique_id']],
+                   [first[0]['replay_unique_id'], 'odd-0', 'odd-1', second[1]['replay_unique_id']]]
+    assert [len(i['priority_info']['priority']) for i in infos] == [4, 4]
+    assert infos[0]['priority_info']['replay_buffer_idx'] == [0, 1, 0, 1]
+
+
+def test_policy_writes_wait_for_send_policy_min_interval(make_comm, master, workdir):
+    # Weights every iteration, but at most one policy file per 30 s: the run's first weights go out at once,
+    # the later ones wait (the newest replacing older ones) and the run's end writes the last.
+    comm = make_comm(send_policy_freq=1, send_policy_min_interval=30.0)
+    metadata = write_sample_file(os.path.join(workdir, 'data'), BATCH)
+    policy_file = os.path.join(workdir, 'policy', 'policy_learner0.safetensors')
+    conn = master.new_connection('learner0', '127.0.0.1', comm.port)
+    conn.connect()
+    try:
+        ok(conn, start_task('task_w', 10))
+        assert load_policy(policy_file)[1] == 0
+        infos = train(conn, 'task_w', lambda demand: metadata, stop_after=3)
+        assert infos[-1]['policy_iter'] == 3 and load_policy(policy_file)[1] == 0
+        closed = ok(conn, {'name': 'learner_close_task', 'task_info': {'task_id': 'task_w'}})
+        assert load_policy(policy_file)[1] == closed['last_iter'] >= 3
+    finally:
+        conn.disconnect()
+    with pytest.raises(ValueError, match='send_policy_min_interval'):
+        FlaskFileSystemLearner(comm_config(workdir, send_policy_min_interval=-1))

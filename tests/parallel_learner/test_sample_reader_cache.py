@@ -4,7 +4,8 @@ import os
 
 import torch
 
-from ding.utils.file_transport import SampleReader, save_samples, unique_stem
+from ding.utils.collate import default_collate
+from ding.utils.file_transport import SampleReader, save_samples, split_data_id, unique_stem
 
 
 def _write(path_data, n, value):
@@ -41,3 +42,46 @@ def test_reads_several_samples_of_one_file_at_once(tmp_path):
     assert missing is None  # beyond the file's 8 samples
     first['policy_iter'] = 3  # the caller may add keys: the next read gets a clean dict
     assert 'policy_iter' not in reader.read_file_samples(name, [0])[0]
+
+
+def _mixed_file(path_data, n, seed, reward_as_int=False):
+    """Samples as collectors write them: tensors, a python bool, ints, floats (or ints) and a string."""
+    g = torch.Generator().manual_seed(seed)
+    samples = [{'obs': torch.randn(3, generator=g), 'action': torch.randint(0, 4, (), generator=g),
+                'done': i % 3 == 0, 'env_id': i, 'reward': (i if reward_as_int else i + 0.5), 'tag': f's{seed}_{i}'}
+               for i in range(n)]
+    return save_samples(path_data, unique_stem('mixed'), samples)
+
+
+def test_gather_gives_what_collating_the_samples_gives(tmp_path):
+    # The third file's rewards are ints: mixed with the others' floats they collate to float32, as one list would.
+    files = [_mixed_file(str(tmp_path), 6, 0), _mixed_file(str(tmp_path), 5, 1),
+             _mixed_file(str(tmp_path), 4, 2, reward_as_int=True)]
+    reader = SampleReader(str(tmp_path))
+    alike = [files[0][5], files[1][0], files[0][1], files[1][4]]  # files of one layout: rows copied whole
+    mixed = [files[0][5], files[1][0], files[0][1], files[2][3], files[1][4], files[0][1]]
+    for ids in (alike, mixed):
+        batch = reader.gather([split_data_id(i) for i in ids])
+        expected = default_collate([reader.read(i) for i in ids])
+        assert set(batch) == set(expected) == {'obs', 'action', 'done', 'env_id', 'reward', 'tag'}
+        for key, value in expected.items():
+            if isinstance(value, torch.Tensor):
+                assert batch[key].dtype == value.dtype and torch.equal(batch[key], value), key
+            else:
+                assert batch[key] == value, key
+        assert batch['reward'].dtype == torch.float32 and batch['done'].dtype == torch.bool
+    assert batch['tag'] == ['s0_5', 's1_0', 's0_1', 's2_3', 's1_4', 's0_1']
+
+
+def test_gather_declines_files_that_do_not_form_one_batch(tmp_path):
+    a = _write(str(tmp_path), 4, 0)
+    b = save_samples(str(tmp_path), unique_stem('other'), [{'obs': torch.zeros(4), 'extra': torch.ones(2)}] * 2)
+    reader = SampleReader(str(tmp_path))
+    assert reader.gather([split_data_id(a[0]), split_data_id(b[0])]) is None  # different keys
+    name = split_data_id(a[0])[0]
+    try:
+        reader.gather([(name, 4)])
+    except IndexError as exc:
+        assert name in str(exc)
+    else:
+        raise AssertionError('an index beyond the file was gathered')

@@ -37,11 +37,13 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 from easydict import EasyDict
 
 from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.checkpoint import manifest_path
+from ding.utils.collate import default_collate
 from ding.utils.file_transport import CheckpointError, SampleReader, load_policy, save_policy, split_data_id
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
@@ -112,14 +114,25 @@ class LearnerSlave(CallbackSlave):
 
 class _PolicyPublisher:
     """Writes policy files on its own thread, newest first: while one write runs, newer weights replace the
-    waiting ones (collectors want the latest, and the learner must not wait for the disk)."""
+    waiting ones (collectors want the latest, and the learner must not wait for the disk).
 
-    def __init__(self, write: Any, name: str) -> None:
+    ``min_interval``: seconds between the writes of one run. Collectors reload the file every few seconds
+    (``update_policy_second``), so weights published many times a second are mostly never read, and each
+    write costs a serialisation, a checksum and two fsyncs; weights submitted meanwhile wait (the newest
+    replacing older ones) until the interval has passed. A run's first weights, ``flush`` and ``close`` do
+    not wait.
+    """
+
+    def __init__(self, write: Any, name: str, min_interval: float = 0.0) -> None:
         self._write = write
+        self._min_interval = float(min_interval)
         self._cond = threading.Condition()
         self._pending: Optional[Tuple[Any, Dict[str, Any], int]] = None
         self._busy = False
         self._stop = False
+        self._flushing = 0
+        self._last_run: Any = None  # run of the last write, and when the next may start
+        self._next_write = 0.0
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -129,9 +142,14 @@ class _PolicyPublisher:
             self._cond.notify_all()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Wait until everything submitted is written; False on timeout."""
+        """Write what is pending now (no interval) and wait until it is written; False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Write what is pending, then stop the thread."""
@@ -141,18 +159,26 @@ class _PolicyPublisher:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
+        cond = self._cond
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending is not None or self._stop)
+            with cond:
+                cond.wait_for(lambda: self._pending is not None or self._stop)
                 if self._pending is None:
                     return
+                while not (self._stop or self._flushing or self._pending[0] is not self._last_run):
+                    wait = self._next_write - time.monotonic()
+                    if wait <= 0:
+                        break
+                    cond.wait(wait)
                 job, self._pending, self._busy = self._pending, None, True
             try:
                 self._write(*job)
             finally:
-                with self._cond:
+                with cond:
                     self._busy = False
-                    self._cond.notify_all()
+                    self._last_run = job[0]
+                    self._next_write = time.monotonic() + self._min_interval
+                    cond.notify_all()
 
 
 class _Run:
@@ -270,6 +296,22 @@ def _number(v: Any) -> Optional[float]:
     return None
 
 
+_PLAIN_DTYPES = {int: np.int64, float: np.float32, bool: np.bool_}
+
+
+def _collate_values(values: List[Any]) -> Any:
+    """``default_collate(values)``, quicker for the metadata's plain ints / floats / strings of one type."""
+    cls = values[0].__class__
+    if cls in _PLAIN_DTYPES or cls is str:
+        for v in values:
+            if v.__class__ is not cls:
+                return default_collate(values)
+        if cls is str:
+            return list(values)
+        return torch.from_numpy(np.array(values, dtype=_PLAIN_DTYPES[cls]))
+    return default_collate(values)
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready copy of priority info values (tensors / arrays / numpy scalars -> lists / numbers)."""
     if isinstance(value, dict):
@@ -287,9 +329,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
     Config (``system.learner.<name>`` of the parallel config): ``host``, ``port`` (0: a free one, see
     ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name others), ``send_policy_freq``,
-    ``use_distributed`` (must be False), the slave's ``heartbeat_span``, ``request_retries``,
-    ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``load_workers`` (threads reading the
-    sample files of a batch concurrently), ``stop_timeout`` (seconds a close waits for the learner thread).
+    ``send_policy_min_interval`` (seconds between two policy file writes, see ``_PolicyPublisher``; the
+    weights published are never older than that plus one write), ``use_distributed`` (must be False), the
+    slave's ``heartbeat_span``, ``request_retries``, ``request_retry_waiting``, ``request_timeout``,
+    ``channel``, and ``load_workers`` (threads reading the sample files of a batch concurrently),
+    ``stop_timeout`` (seconds a close waits for the learner thread).
     The learner config (from the start task) may hold ``max_staleness``: samples whose policy is more than
     that many iterations older than the learner are dropped (counted as ``stale_dropped``), and
     ``comm_batches`` (default: this config's): batches asked for per data demand (``num_batches``); its learn
@@ -310,6 +354,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         path_data='./data',
         path_policy='./policy',
         send_policy_freq=1,
+        send_policy_min_interval=0.2,
         use_distributed=False,
         heartbeat_span=3.0,
         request_retries=5,
@@ -335,6 +380,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if cfg.use_distributed:
             raise ValueError(f"comm learner {cfg.name}: use_distributed=True is not supported by 'flask_fs'")
         self._send_policy_freq = _check_freq(cfg.send_policy_freq, f'comm learner {cfg.name}: send_policy_freq')
+        interval = cfg.send_policy_min_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval < math.inf:
+            raise ValueError(f"comm learner {cfg.name}: send_policy_min_interval must be a number of seconds >= 0, "
+                             f"got {interval!r}")
         workers = cfg.load_workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"comm learner {cfg.name}: load_workers must be a positive integer, got {workers!r}")
@@ -362,7 +411,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         cfg = self._cfg
         self._logger, _ = build_logger(f'./{cfg.exp_name}/log/comm_{cfg.name}', f'comm_{cfg.name}', need_tb=False)
         self._pool = ThreadPoolExecutor(max_workers=cfg.load_workers, thread_name_prefix=f'ding-{cfg.name}-read')
-        self._publisher = _PolicyPublisher(self._write_policy, f'ding-{cfg.name}-publish')
+        self._publisher = _PolicyPublisher(self._write_policy, f'ding-{cfg.name}-publish',
+                                           float(cfg.send_policy_min_interval))
         callbacks = {
             'deal_with_resource': self.deal_with_resource,
             'deal_with_learner_start': self.deal_with_learner_start,
@@ -470,8 +520,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     break
 
     # ---- learner side (learner / data loader threads) ------------------------------------------------
-    def get_data(self, batch_size: int) -> Optional[List[Dict[str, Any]]]:
-        """Ask the coordinator for a batch and return its samples, read from ``path_data``.
+    def get_data(self, batch_size: int) -> Any:
+        """Ask the coordinator for a batch and return it, read from ``path_data`` (a collated dict, or a list of
+        sample dicts where the files do not stack, see ``_load_batch``).
 
         Puts the demand ``{'batch_size', 'cur_learner_iter', 'task_id'}`` into the demand queue, waits for the
         metadata, reads the files. A batch without one usable sample answers its learn task with no learn info
@@ -499,12 +550,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 metadata = self._get(self._data_result_queue, run)
                 if metadata is None:
                     break
-            samples, stale, unreadable = self._load_batch(run, metadata)
-            if samples:
-                policy_iters = [p for p in (s.get('policy_iter') for s in samples) if _number(p) is not None]
+            batch, policy_iters, stale, unreadable = self._load_batch(run, metadata)
+            if batch:
                 run.batch_stats.append((policy_iters, stale, unreadable))
                 run.batch_handed()
-                return samples
+                return batch
             # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
             # the counts reach the coordinator with the next learn info.
             run.batch_rejected(stale, unreadable)
@@ -558,8 +608,15 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 return None
         return None
 
-    def _load_batch(self, run: _Run, metadata: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], int, int]:
-        """(samples, stale dropped, unreadable): drop stale samples, read the rest concurrently by file."""
+    def _load_batch(self, run: _Run, metadata: List[Dict[str, Any]]) -> Tuple[Any, List[int], int, int]:
+        """(batch, policy_iter of each sample, stale dropped, unreadable): drop stale samples, load the files of
+        the rest (uncached ones concurrently), then build the batch.
+
+        The batch is collated here, column by column from the cached files (``SampleReader.gather``): a dict
+        of batched tensors, what the policy would make of the list of sample dicts, at a fraction of the cost.
+        Where the files do not allow that, it is the list of sample dicts, as the policy also accepts. Either
+        way the replay buffer's fields of the metadata (``_META_TO_SAMPLE``) are part of each sample.
+        """
         bound = run.max_staleness
         stale = 0
         if bound != math.inf:
@@ -593,20 +650,21 @@ class FlaskFileSystemLearner(BaseCommLearner):
             group[1].append(index)
 
         # Only files that are not cached yet go to the read pool (disk reads overlap); a cached file is a
-        # few tensor views, cheaper read here than handed to another thread.
+        # dictionary lookup, cheaper done here than handed to another thread.
         reader = run.reader
         uncached = [name for name in groups if not reader.cached(name)] if self._pool is not None else []
-        futures = {name: self._pool.submit(self._read_group, run, name, *groups[name])
+        futures = {name: self._pool.submit(self._check_group, run, name, *groups[name])
                    for name in uncached} if len(uncached) > 1 else {}
-        results = [(name, futures[name].result() if name in futures else self._read_group(run, name, *group))
+        results = [(name, futures[name].result() if name in futures else self._check_group(run, name, *group))
                    for name, group in groups.items()]
 
-        samples = []
-        for name, (loaded, error) in results:
+        rows: List[Tuple[str, int]] = []  # (file, index) of each sample to train on
+        kept: List[Dict[str, Any]] = []  # ... and its metadata
+        for name, (valid, error) in results:
             if error is not None:
                 n = len(groups[name][0])
                 unreadable += n
-                path = os.path.join(run.reader.path_data, name)
+                path = os.path.join(reader.path_data, name)
                 # A corrupt file stays corrupt; a missing one may still show up (a slow shared file system).
                 if os.path.exists(path):
                     run.bad_files[name] = error
@@ -615,32 +673,77 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     self._logger.warning(f'learner task {run.task_id}: skipped {n} sample(s) of unreadable file '
                                          f'{path}: {error}')
                 continue
-            for i, sample in loaded:
-                if sample is None:
+            unreadable += len(groups[name][0]) - len(valid)
+            for i, index in valid:
+                rows.append((name, index))
+                kept.append(metadata[i])
+        if not rows:
+            return [], [], stale, unreadable
+
+        batch = self._collated(reader, rows, kept)
+        if batch is None:
+            batch = []
+            for (name, index), meta in zip(rows, kept):
+                try:  # a new dict: the fields may be added
+                    sample = reader.read_file_samples(name, [index])[0]
+                except Exception as exc:  # evicted from the cache since, and gone or damaged on disk
                     unreadable += 1
+                    self._logger.warning(f"learner task {run.task_id}: sample '{name}#{index}' skipped: {exc}")
                     continue
-                meta = metadata[i]
-                for key in _META_TO_SAMPLE:  # the sample is a new dict of the reader's (read_file_samples)
+                for key in _META_TO_SAMPLE:
                     if key in meta:
                         sample[key] = meta[key]
-                samples.append(sample)
-        return samples, stale, unreadable
+                batch.append(sample)
+            versions = [s.get('policy_iter') for s in batch]
+        else:
+            versions = batch.get('policy_iter', ())
+            versions = versions.tolist() if isinstance(versions, torch.Tensor) else versions
+        return batch, [p for p in versions if _number(p) is not None], stale, unreadable
 
-    def _read_group(self, run: _Run, name: str, positions: List[int],
-                    indices: List[int]) -> Tuple[List[Tuple[int, Optional[Dict[str, Any]]]], Optional[str]]:
-        """Read the samples ``indices`` of file ``name``: ``([(position, sample or None)], None)``, or
-        ``([], why)`` if the file is bad."""
+    @staticmethod
+    def _collated(reader: SampleReader, rows: List[Tuple[str, int]],
+                  metadata: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """The batch as one collated dict (see ``_load_batch``), or None where the list of samples must do."""
         try:
-            loaded = run.reader.read_file_samples(name, indices)
+            batch = reader.gather(rows)
+        except Exception:  # e.g. a file evicted and gone since it was checked: read the samples one by one
+            return None
+        if batch is None:
+            return None
+        first = metadata[0]
+        for key in _META_TO_SAMPLE:
+            if key not in first:
+                if any(key in meta for meta in metadata):  # on some samples only: no column for it
+                    return None
+                continue
+            try:
+                values = [meta[key] for meta in metadata]
+            except KeyError:
+                return None
+            try:
+                batch[key] = _collate_values(values)
+            except (ValueError, OverflowError):  # as read one by one, only the policy's keys are collated
+                return None
+        return batch
+
+    def _check_group(self, run: _Run, name: str, positions: List[int],
+                     indices: List[int]) -> Tuple[List[Tuple[int, int]], Optional[str]]:
+        """Load file ``name`` (into the reader's cache) and check the sample ``indices``:
+        ``([(position, index) of each sample it holds], None)``, or ``([], why)`` if the file is bad."""
+        try:
+            n = run.reader.num_samples(name)
         except CheckpointError as exc:
             return [], str(exc)
         except Exception as exc:  # a file that verifies but is not a sample file
             return [], f'{type(exc).__name__}: {exc}'
-        for index, sample in zip(indices, loaded):
-            if sample is None:
+        valid = []
+        for position, index in zip(positions, indices):
+            if index < n:
+                valid.append((position, index))
+            else:
                 self._logger.warning(f"learner task {run.task_id}: sample skipped: data_id '{name}#{index}' is "
                                      f"beyond the samples of its file")
-        return list(zip(positions, loaded)), None
+        return valid, None
 
     def send_policy(self, state_dict: Dict[str, Any]) -> None:
         """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
