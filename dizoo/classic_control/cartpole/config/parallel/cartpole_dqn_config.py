@@ -104,9 +104,9 @@ cartpole_dqn_system_config = dict(
         max_samples_per_iter=4,
         pacing_warmup_samples=512,
     ),
-    # the comm learner asks for 8 batches per data demand: one coordinator round trip (two HTTP tasks)
-    # serves 8 iterations, and it is fetched while the previous batches still train
-    learner=dict(learner0=dict(comm_batches=8)),
+    # the comm learner asks for 32 batches per data demand: one coordinator round trip (two HTTP tasks)
+    # serves 32 iterations (~0.15 s of training), and it is fetched while the previous batches still train
+    learner=dict(learner0=dict(comm_batches=32)),
     # shared directories of sample files and policy weights (every process must see them);
     # '{exp_name}' is replaced by the experiment name
     path_data='./{exp_name}/data',
