@@ -24,5 +24,5 @@ setup(
     extras_require={
         'test': ['pytest>=8.0', 'pytest-timeout>=2.3'],
     },
-    entry_points={'console_scripts': ['ding=ding.entry.cli:main']},
+    entry_points={'console_scripts': ['ding=ding.entry.cli:run']},
 )

@@ -1,10 +1,12 @@
 """Process start-up: import the heavy modules without the cyclic garbage collector re-scanning them."""
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import os
-from typing import Any, Optional
+import sys
+from typing import Any, NoReturn, Optional
 
 
 def limit_openmp_threads(threads: Optional[int] = None) -> None:
@@ -36,3 +38,19 @@ def import_for_run(module: str, name: Optional[str] = None) -> Any:
         gc.freeze()
         if enabled:
             gc.enable()
+
+
+def exit_now(code: int) -> NoReturn:
+    """End a finished ``ding`` process: run the ``atexit`` handlers (logging, multiprocessing, ...), flush the
+    standard streams, and leave without the interpreter's teardown of every module and object, which costs
+    0.3-0.5 s once torch is loaded. Only for process entry points whose work is done and closed: anything
+    left unclosed is not finalised."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 -- a closed or broken stream must not keep the process alive
+                pass
+        os._exit(code)

@@ -55,6 +55,14 @@ def test_version(tmp_path):
     assert result.stdout.startswith('ding ')
 
 
+def test_usage_errors_and_help_keep_their_exit_codes_and_output(tmp_path):
+    # the command leaves through a fast exit (no interpreter teardown): exit codes and buffered output survive it
+    bad = run_ding(['-m', 'nonsense'], tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'nonsense'" in bad.stderr
+    helped = run_ding(['--help'], tmp_path)
+    assert helped.returncode == 0 and helped.stdout.startswith('usage: ding')
+
+
 def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
     result = run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '3', '--train-iter', '30'], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -62,6 +70,8 @@ def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
     assert (exp / 'total_config.py').is_file()
     assert any((exp / 'log').rglob('*_logger.txt'))
     assert any(p.name.startswith('events.out.tfevents') for p in (exp / 'log').rglob('*'))
+    from tests.learner.learner_policies import read_tb_events  # everything written before the process left
+    assert read_tb_events(str(exp / 'log'))['evaluator_iter/reward_mean'][0][0] == 0  # the first evaluation
     assert (exp / 'ckpt').is_dir() and any((exp / 'ckpt').glob('*.safetensors'))
     summary = [line for line in result.stderr.splitlines() if line.startswith('[ding] cartpole_dqn_seed3')]
     assert summary and ('train iters 30' in summary[-1] or 'SOLVED' in summary[-1])
