@@ -1,5 +1,5 @@
 """Pipelines and the CLI. Names resolve lazily so ``import ding.entry`` stays cheap."""
-from importlib import import_module as _import
+from ding.utils.lazy_import import lazy_exports
 
 _EXPORTS = {
     'serial_pipeline': '.serial_entry',
@@ -11,9 +11,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(_import(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ding.entry' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

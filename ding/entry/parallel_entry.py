@@ -72,8 +72,9 @@ class WorkerProcess:
                '--config', self.config_path, '--ready-file', self.ready_file]
         if not self.disable_flask_log:
             cmd.append('--enable-flask-log')
-        env = child_env()  # the worker imports this very ding (and dizoo) even when it is not installed
-        env.setdefault('OMP_NUM_THREADS', '1')
+        # The worker imports this very ding (and dizoo) even when it is not installed; it sizes torch's
+        # OpenMP pool itself, from its torch_threads (ding.entry.startup.limit_openmp_threads).
+        env = child_env()
         env['DING_PROGRESS'] = '0'
         if self._log_file is None:
             self._log_file = open(self.log_path, 'ab')

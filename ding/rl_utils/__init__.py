@@ -5,7 +5,7 @@ coordinator (which turns env steps into epsilon) can use them without importing 
 """
 import sys as _sys
 import types as _types
-from importlib import import_module as _import
+from ding.utils.lazy_import import lazy_exports
 
 # name -> submodule defining it
 _EXPORTS = {
@@ -24,13 +24,7 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ding.rl_utils' has no attribute '{name}'")
-    value = getattr(_import(module, __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__():

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import difflib
 import math
-from importlib import import_module as _import
 from typing import Any, Mapping, Optional
 
 from easydict import EasyDict
+
+from ding.utils.lazy_import import lazy_exports
 
 SERVICE_DEFAULTS = dict(
     enable=False,
@@ -113,9 +114,4 @@ _EXPORTS = {
 __all__ = ['SERVICE_DEFAULTS', 'check_service_config'] + list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(_import(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ding.service' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -4,7 +4,7 @@ The registries, logging and timing helpers are imported at once (they need only 
 the rest resolve on first use, so a process that never touches tensors (the parallel coordinator) can
 use ``ding.utils`` without importing numpy or torch.
 """
-from importlib import import_module as _import
+from .lazy_import import lazy_exports
 
 from .registry import (
     Registry, import_module, REGISTRIES, LEARNER_REGISTRY, POLICY_REGISTRY, MODEL_REGISTRY, ENV_REGISTRY,
@@ -34,10 +34,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ding.utils' has no attribute '{name}'")
-    value = getattr(_import(module, __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -1,6 +1,6 @@
 """Workers: learner, collectors, evaluator, replay buffers, coordinator. Names resolve lazily so that
 the serial path never imports the HTTP side (Flask) and ``import ding.worker`` stays cheap."""
-from importlib import import_module as _import
+from ding.utils.lazy_import import lazy_exports
 
 _EXPORTS = {
     'BaseLearner': '.learner',
@@ -29,9 +29,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(_import(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ding.worker' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

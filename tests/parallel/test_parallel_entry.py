@@ -22,27 +22,10 @@ from ding.entry.parallel_worker import EXIT_PORT_IN_USE
 from ding.worker.coordinator.coordinator import Coordinator
 
 from tests.parallel.toy_workers import toy_config
+from tests.parallel.processes import worker_pids
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def worker_pids(marker: str):
-    """Pids of live worker processes whose command line mentions ``marker`` (a /proc scan, no psutil)."""
-    pids = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/cmdline', 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-            with open(f'/proc/{entry}/stat') as f:
-                state = f.read().rsplit(')', 1)[1].split()[0]
-        except OSError:
-            continue
-        if 'ding.entry.parallel_worker' in cmd and marker in cmd and state != 'Z':
-            pids.append(int(entry))
-    return pids
 
 
 def listening(port: int) -> bool:

@@ -1,6 +1,6 @@
 """Collectors and the evaluator. The serial ones load with the package; the parallel collector (which brings
 the file transport and checkpoint code) is imported on first use of its names."""
-from importlib import import_module as _import
+from ding.utils.lazy_import import lazy_exports
 
 from .base_serial_collector import BaseSerialCollector, ISerialCollector, create_serial_collector, get_serial_collector_cls
 from .sample_serial_collector import SampleSerialCollector
@@ -15,9 +15,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_import(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ding.worker.collector' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -1,6 +1,6 @@
 """Commanders and the parallel coordinator. The serial commander loads with the package; the parallel side
 (HTTP master, resource manager, coordinator) is imported on first use of its names."""
-from importlib import import_module as _import
+from ding.utils.lazy_import import lazy_exports
 
 from .base_serial_commander import BaseSerialCommander, create_serial_commander
 
@@ -17,9 +17,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_import(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ding.worker.coordinator' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _LAZY)
