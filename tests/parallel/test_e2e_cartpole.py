@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from tests.parallel.processes import worker_pids
+
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
@@ -22,24 +24,6 @@ EXP = 'cartpole_dqn_parallel'
 RUN_BUDGET = 360
 SUMMARY = re.compile(r'\[ding\] cartpole_dqn_parallel: SOLVED \| stop value 195 \| '
                      r'env steps (\d+) \| train iters (\d+)')
-
-
-def worker_pids(marker: str):
-    """Live worker processes whose command line mentions ``marker`` (a /proc scan)."""
-    found = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/cmdline', 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-            with open(f'/proc/{entry}/stat') as f:
-                state = f.read().rsplit(')', 1)[1].split()[0]
-        except OSError:
-            continue
-        if 'ding.entry.parallel_worker' in cmd and marker in cmd and state != 'Z':
-            found.append(int(entry))
-    return found
 
 
 def start_cli(cwd):
@@ -73,12 +57,16 @@ def test_cli_parallel_cartpole_reaches_the_stop_value(tmp_path):
 def test_cli_parallel_cartpole_survives_a_sigkilled_collector(tmp_path):
     proc = start_cli(tmp_path)
     ready = tmp_path / EXP / 'run' / 'collector0.ready'
+    log_path = tmp_path / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt'
     try:
         deadline = time.time() + 120
         while not ready.exists() and time.time() < deadline and proc.poll() is None:
             time.sleep(0.1)
         victim = json.loads(ready.read_text())['pid']
-        time.sleep(3.0)  # collecting by now
+        # Kill it in its first collect task: a fixed delay could let the run reach the stop value first.
+        while time.time() < deadline and proc.poll() is None and not (
+                log_path.exists() and 'started on collector0' in log_path.read_text()):
+            time.sleep(0.05)
         os.kill(victim, signal.SIGKILL)
     except BaseException:
         proc.kill()
@@ -87,7 +75,7 @@ def test_cli_parallel_cartpole_survives_a_sigkilled_collector(tmp_path):
     err = finish(proc, RUN_BUDGET)
     assert proc.returncode == 0, err[-3000:]
     assert SUMMARY.search(err), err[-3000:]
-    log = (tmp_path / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt').read_text()
+    log = log_path.read_text()
     assert 'collector0 reported dead by the pipeline' in log
     # the pipeline relaunched the process (the run may reach the stop value before the new one reconnects)
     assert 'collector collector0 exited with code -9: restarted it (restart 1)' in log
