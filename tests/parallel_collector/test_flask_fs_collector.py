@@ -177,8 +177,9 @@ def test_close_then_new_start_task_and_replacing_a_running_task(conn, comm, work
     # The process stays resident: the next task starts on the same collector.
     publish(workdir, policy_iter=2)
     ok(conn, start_task('t2', workdir))
-    second = collect_until(conn, 't2', lambda m: len(m) >= 16)
-    assert {m['task_id'] for m in second} == {'t2'} and {m['policy_iter'] for m in second} == {2}
+    second = collect_until(conn, 't2', lambda m: 2 in {x['policy_iter'] for x in m})
+    # t2 goes on with t1's envs: the first samples may finish trajectories whose actions policy 0 chose
+    assert {m['task_id'] for m in second} == {'t2'} and {m['policy_iter'] for m in second} <= {0, 2}
     reader = SampleReader(os.path.join(workdir, 'data'))
     assert reader.read(first[0]['data_id'])['obs'].shape == (4, )
     assert "task_id 't1' is not the current collector task 't2'" in failed(conn, data_task('t1'))
@@ -278,3 +279,33 @@ def test_coordinator_disconnecting_stops_the_task(master, comm, workdir):
         assert finish['sample_count'] >= 8
     finally:
         conn.disconnect()
+
+
+def test_collect_tasks_go_on_with_the_envs_of_the_previous_task(conn, comm, workdir):
+    # 8 samples over 2 envs: a few steps per env per task, fewer than a CartPole episode usually lasts. With
+    # envs built afresh for each task no episode could be longer than that; kept envs let them run across tasks.
+    publish(workdir, policy_iter=1)
+    managers, episodes, returns, steps = set(), 0, [], []
+    for i in range(12):
+        ok(conn, start_task(f't{i}', workdir, n_sample=8, chunk_size=8, eps=1.0))
+        managers.add(id(comm.collector.env_manager))
+        _, finish = run_to_finish(conn, f't{i}')
+        assert finish['sample_count'] >= 8
+        steps.append(finish['step_count'])
+        episodes += finish['episode_count']
+        if finish['episode_count']:
+            returns.append(finish['reward_mean'])
+        if i == 5:  # an evaluation between collect tasks builds its own envs and leaves the kept ones alone
+            ok(conn, start_task('e', workdir, eval_flag=True, n_episode=1))
+            ok(conn, data_task('e'))
+    assert len(managers) == 1 and comm.kept_resources.holding
+    # the longest episode is longer than any task's steps per env: it began in an earlier task
+    assert episodes > 0 and max(returns) > max(steps) / 2, (returns, steps)
+
+    # a task with another configuration does not inherit them: the kept envs are closed, new ones built
+    kept_manager = comm.kept_resources.take('')  # a key no task has: closes what was kept
+    assert kept_manager is None and not comm.kept_resources.holding
+    ok(conn, start_task('fresh', workdir, n_sample=8, chunk_size=8, keep_envs=False))
+    assert id(comm.collector.env_manager) not in managers
+    run_to_finish(conn, 'fresh')
+    assert not comm.kept_resources.holding  # keep_envs=False: closed at the end of the task

@@ -50,6 +50,13 @@ class EnvStepObserver:
         self.episode_count = 0
         self.episode_returns: List[float] = []
 
+    def rebind(self, stop_event: threading.Event) -> None:
+        """Serve a new task: its stop event, counters from zero (the envs go on where they were)."""
+        self._stop_event = stop_event
+        self.step_count = 0
+        self.episode_count = 0
+        self.episode_returns = []
+
     def step(self, actions: Dict[int, Any]) -> Dict[int, Any]:
         if self._stop_event.is_set():
             raise CollectorStopped()

@@ -6,12 +6,18 @@ time; between calls it looks for newer weights and writes the samples gathered s
 once there are ``chunk_size`` of them (or ``chunk_second`` passed). It ends after ``n_sample`` training
 samples or ``episode_num`` finished episodes, whichever comes first.
 
+A collect task goes on with the envs (and policy, and partial trajectories) of the comm collector's previous
+collect task when their configuration is the same (``keep_envs``, see ``ding.worker.collector.kept_resources``):
+episodes then run across tasks instead of restarting every ``n_sample`` samples. The new task's ``seed`` is
+used only when envs are built.
+
 An evaluation task (``eval_flag``) loads the newest weights once and plays ``n_episode`` greedy episodes
 on the evaluator envs with the serial ``InteractionSerialEvaluator``.
 """
 from __future__ import annotations
 
 import copy
+import json
 import time
 from functools import partial
 from typing import Any, Dict, List, Optional
@@ -20,6 +26,16 @@ from easydict import EasyDict
 
 from ding.utils.registry import PARALLEL_COLLECTOR_REGISTRY
 from .base_parallel_collector import BaseParallelCollector, EnvStepObserver
+
+
+class _CollectResources:
+    """A collect task's envs, policy and serial collector, kept for the next task (``KeptResources``)."""
+
+    def __init__(self, manager: Any, env: EnvStepObserver, policy: Any, worker: Any, policy_iter: int) -> None:
+        self.manager, self.env, self.policy, self.worker, self.policy_iter = manager, env, policy, worker, policy_iter
+
+    def close(self) -> None:
+        self.worker.close()  # closes the env manager too
 
 
 class _NullWriter:
@@ -56,6 +72,8 @@ class ZerglingParallelCollector(BaseParallelCollector):
     every evaluation of a collector replays the same episodes, like the serial evaluator.
     """
 
+    uses_kept_resources = True  # the comm collector passes ``kept``
+
     config = dict(
         type='zergling',
         # seconds between two looks at the policy file for newer weights
@@ -79,9 +97,12 @@ class ZerglingParallelCollector(BaseParallelCollector):
         deepcopy_obs=False,
         transform_obs=False,
         collect_print_freq=100,
+        # a collect task goes on with the envs of the previous one (same env/policy config): episodes are
+        # not cut every n_sample samples
+        keep_envs=True,
     )
 
-    def __init__(self, cfg: Dict[str, Any], logger: Optional[Any] = None) -> None:
+    def __init__(self, cfg: Dict[str, Any], logger: Optional[Any] = None, kept: Optional[Any] = None) -> None:
         super().__init__(cfg, logger)
         cfg = self._cfg
         who = f'parallel collector {self._instance_name}'
@@ -99,6 +120,9 @@ class ZerglingParallelCollector(BaseParallelCollector):
         self._seed = int(cfg.get('seed') or 0)
         self._worker: Any = None  # the serial collector or evaluator
         self._manager: Any = None
+        keep = not self._eval_flag and kept is not None and self._cfg.get('keep_envs', True)
+        self._kept = kept if keep else None
+        self._kept_key = self._resources_key() if keep else ''
         try:
             self._setup()
         except BaseException:
@@ -106,7 +130,21 @@ class ZerglingParallelCollector(BaseParallelCollector):
             raise
 
     # ---- set-up --------------------------------------------------------------------------------------------
+    def _resources_key(self) -> str:
+        """What kept resources must have been built from to serve this task."""
+        cfg = self._cfg
+        what = {k: cfg.get(k) for k in ('env', 'policy', 'exp_name', 'instance_name', 'deepcopy_obs',
+                                        'transform_obs', 'collect_print_freq')}
+        return json.dumps(what, sort_keys=True, default=repr)
+
     def _setup(self) -> None:
+        kept = self._kept.take(self._kept_key) if self._kept is not None else None
+        if kept is not None:
+            kept.env.rebind(self._stop_event)
+            self._manager, self._env, self._policy, self._worker = kept.manager, kept.env, kept.policy, kept.worker
+            self._policy_iter = kept.policy_iter
+            self._unroll_len = int(self._cfg.policy.get('collect', {}).get('unroll_len', 1) or 1)
+            return
         from ding.envs import create_env_manager, get_vec_env_setting
         from ding.policy import create_policy
         cfg = self._cfg
@@ -143,6 +181,12 @@ class ZerglingParallelCollector(BaseParallelCollector):
                                                  instance_name=self._instance_name, **common)
 
     def _close_resources(self) -> None:
+        if self._kept is not None and self._worker is not None and self._error is None:
+            # a clean end (budget spent, or stopped between env steps): the envs are consistent
+            self._kept.keep(self._kept_key, _CollectResources(self._manager, self._env, self._policy, self._worker,
+                                                              self._policy_iter))
+            self._worker = self._manager = None
+            return
         if self._worker is not None:
             self._worker.close()  # closes the env manager too
             self._worker = None

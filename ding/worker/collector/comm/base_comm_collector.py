@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 from easydict import EasyDict
 
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, import_module
+from ..kept_resources import KeptResources
 
 # Comm collector methods a parallel collector calls.
 TRANSPORT_METHODS = ('send_metadata', 'send_stepdata', 'get_policy_update_info')
@@ -25,6 +26,8 @@ class BaseCommCollector(ABC):
     def __init__(self, cfg: Dict[str, Any]) -> None:
         self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._end_flag = True
+        # the envs (policy, serial collector) of the last collect task, for the next one (see KeptResources)
+        self.kept_resources = KeptResources()
 
     @abstractmethod
     def get_policy_update_info(self, path: str) -> Optional[Dict[str, Any]]:
@@ -47,8 +50,9 @@ class BaseCommCollector(ABC):
         self._end_flag = False
 
     def close(self) -> None:
-        """Stop the running task and serving."""
+        """Stop the running task and serving; close the envs kept for a next task."""
         self._end_flag = True
+        self.kept_resources.close()
 
     def _task_config(self, task_info: Dict[str, Any]) -> EasyDict:
         """The config of the task's parallel collector: ``collector_cfg`` plus the task's other fields."""
@@ -79,10 +83,15 @@ class BaseCommCollector(ABC):
 
         ``task_info`` keys: ``task_id``, ``collector_cfg`` (``policy.collect.collector``, with its ``type``),
         ``env``, ``policy``, ``eval_flag``, ``policy_kwargs`` and optionally ``exp_name``, ``instance_name``,
-        ``path_policy`` (policy file), ``path_data``, ``seed``. ``kwargs`` go to the collector (``logger``).
+        ``path_policy`` (policy file), ``path_data``, ``seed``. ``kwargs`` go to the collector (``logger``); a
+        collector class with ``uses_kept_resources`` also gets ``kept``, this comm collector's ``KeptResources``.
         """
-        from ding.worker.collector.parallel_collector_factory import create_parallel_collector
-        collector = create_parallel_collector(self._task_config(task_info), **kwargs)
+        from ding.worker.collector.parallel_collector_factory import get_parallel_collector_cls
+        cfg = self._task_config(task_info)
+        collector_cls = get_parallel_collector_cls(cfg)
+        if getattr(collector_cls, 'uses_kept_resources', False):
+            kwargs.setdefault('kept', self.kept_resources)
+        collector = collector_cls(cfg, **kwargs)
         for name in TRANSPORT_METHODS:
             setattr(collector, name, getattr(self, name))
         return collector
