@@ -28,6 +28,8 @@
     python benchmarks/parallel_cartpole.py                       # everything (~10 minutes on 2 cores)
     python benchmarks/parallel_cartpole.py --collectors 2 --seeds 0 --skip-learner
     python benchmarks/parallel_cartpole.py --learner-only --learner-iters 1000 --repeat 2
+    python benchmarks/parallel_cartpole.py --collectors 2 --skip-learner --rounds 3 \\
+        --set system.coordinator.max_samples_per_iter=2.5          # a config variant, each seed 3 times
 
 Targets: parallel learner CPU it/s >= 0.8 x serial; solve with 2 collectors <= 15 s; summed RSS <= 1 GB.
 """
@@ -119,7 +121,21 @@ def _env() -> Dict[str, str]:
     return dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', DING_QUIET='1', OMP_NUM_THREADS='1')
 
 
-def solve_once(collectors: int, seed: int, workdir: str, timeout: float) -> dict:
+def _override_lines(overrides: List[str]) -> str:
+    """``main.policy.learn.batch_size=32`` / ``system.coordinator.max_samples_per_iter=2.5`` as config lines."""
+    lines = []
+    for item in overrides:
+        key, sep, value = item.partition('=')
+        root, _, path = key.partition('.')
+        if not sep or root not in ('main', 'system') or not path:
+            raise SystemExit(f"--set {item!r}: expected main.KEY.PATH=VALUE or system.KEY.PATH=VALUE")
+        *parents, leaf = path.split('.')
+        target = f'{root}_config' + ''.join(f'[{p!r}]' for p in parents)
+        lines.append(f'{target}[{leaf!r}] = {value}')
+    return '\n'.join(lines)
+
+
+def solve_once(collectors: int, seed: int, workdir: str, timeout: float, overrides: List[str] = ()) -> dict:
     """One ``ding -m parallel`` process to the stop value; wall time, summary figures, peak summed RSS."""
     exp = f'bench_parallel_c{collectors}_seed{seed}'
     cfg_file = os.path.join(workdir, f'{exp}_config.py')
@@ -128,7 +144,7 @@ def solve_once(collectors: int, seed: int, workdir: str, timeout: float) -> dict
             from {CONFIG_MODULE} import main_config, create_config, system_config
             main_config.exp_name = {exp!r}
             main_config.policy.collect.collector.collector_num = {collectors}
-        '''))
+        ''') + _override_lines(list(overrides)) + '\n')
     cmd = [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', cfg_file, '-s', str(seed)]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=workdir, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -225,6 +241,10 @@ def main() -> None:
     parser.add_argument('--skip-learner', action='store_true', help='only the time-to-solve runs')
     parser.add_argument('--learner-only', action='store_true', help='only the learner it/s comparison')
     parser.add_argument('--repeat', type=int, default=1, help='learner comparisons (parallel, serial in turn)')
+    parser.add_argument('--rounds', type=int, default=1, help='time-to-solve runs per collector count and seed')
+    parser.add_argument('--set', action='append', default=[], metavar='ROOT.KEY=VALUE',
+                        help='override a config value of the time-to-solve runs (a Python literal), e.g. '
+                             'system.coordinator.max_samples_per_iter=2.5 or main.policy.learn.batch_size=32')
     args = parser.parse_args()
     if args.learner_only and args.skip_learner:
         parser.error('--learner-only and --skip-learner exclude each other')
@@ -233,8 +253,8 @@ def main() -> None:
     rows = []
     try:
         for n in ([] if args.learner_only else args.collectors):
-            for seed in args.seeds:
-                row = solve_once(n, seed, workdir, args.timeout)
+            for seed in [s for _ in range(args.rounds) for s in args.seeds]:
+                row = solve_once(n, seed, workdir, args.timeout, args.set)
                 rows.append(row)
                 print(f"  {n} collector(s), seed {seed}: {'solved' if row['solved'] else 'NOT solved'} in "
                       f"{row['wall']:.1f}s", file=sys.stderr)
@@ -268,7 +288,8 @@ def print_solve_table(rows: List[dict], collectors: List[int]) -> None:
     print('-' * len(header))
     for n in collectors:
         sel = [r for r in rows if r['collectors'] == n]
-        print(f"{n} collector(s): median wall {statistics.median(r['wall'] for r in sel):.1f}s, env steps "
+        print(f"{n} collector(s): median wall {statistics.median(r['wall'] for r in sel):.1f}s "
+              f"(slowest {max(r['wall'] for r in sel):.1f}s), env steps "
               f"{statistics.median(r['steps'] for r in sel):.0f}, "
               f"iters {statistics.median(r['iters'] for r in sel):.0f}, "
               f"peak summed RSS {max(r['rss_mb'] for r in sel):.0f} MB (PSS {max(r['pss_mb'] for r in sel):.0f} MB), "
