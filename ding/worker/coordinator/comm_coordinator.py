@@ -31,6 +31,52 @@ def to_jsonable(obj: Any) -> Any:
     raise TypeError(f'cannot send a {type(obj).__name__} to a worker: {obj!r}')
 
 
+# A data demand's opt-in to columns (docs/parallel.md): ``'layout': 'columns'`` with the metadata ``fields`` the
+# learner reads. Each batch then goes as one dict of columns: much less JSON to encode and decode than lists of
+# dicts repeating every key (and the fields the learner never reads), and the learner builds tensors per column.
+COLUMNS_LAYOUT = 'columns'
+_JSON_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def learn_task_payload(demand: Dict[str, Any], batches: List[List[Dict[str, Any]]]) -> Any:
+    """The JSON-ready ``data`` of the learn task that answers ``demand`` with ``batches`` (lists of metadata).
+
+    The list of batches for a ``num_batches`` demand, else its one batch. Each batch is a list of metadata
+    dicts (DI-engine's layout), or, for a demand that opts in to columns, one dict of the requested fields'
+    columns: ``{field: [the value of each sample]}``, None where a sample lacks the field; a field that no
+    sample has is left out.
+    """
+    fields = _requested_columns(demand)
+    if fields is None:
+        payload = to_jsonable(batches)
+    else:
+        payload = [_metadata_columns(batch, fields) for batch in batches]
+    return payload if 'num_batches' in demand else payload[0]
+
+
+def _requested_columns(demand: Dict[str, Any]) -> Optional[List[str]]:
+    """The fields a demand asks for as columns; None for a demand without the opt-in (or a malformed one,
+    which then gets the lists of dicts every learner understands)."""
+    if demand.get('layout') != COLUMNS_LAYOUT:
+        return None
+    fields = demand.get('fields')
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
+        return None
+    return list(dict.fromkeys(fields))
+
+
+def _metadata_columns(batch: List[Dict[str, Any]], fields: List[str]) -> Dict[str, List[Any]]:
+    columns = {}
+    for field in fields:
+        column = [meta.get(field) for meta in batch]
+        if batch and column.count(None) == len(column):
+            continue  # no sample has it: left out, not a column of None
+        if not set(map(type, column)) <= _JSON_SCALARS:  # e.g. numpy scalars
+            column = to_jsonable(column)
+        columns[field] = column
+    return columns
+
+
 class _Worker:
     """One configured learner or collector: where it listens and its current connection (None if down)."""
 
@@ -412,14 +458,14 @@ class CommCoordinator:
                     batches.append(data)
                 if self._end_flag:
                     break
-                payload = batches if 'num_batches' in demand else batches[0]
+                payload = learn_task_payload(demand, batches)
                 learn_info = {'task_id': task_id}
                 extra = cb.get('learner_task_extra')
                 if extra is not None:  # run service: e.g. a learning-rate tune, applied between iterations
                     learn_info.update(extra(task_id) or {})
                 outcome, result = self._request(worker, conn, {'name': 'learner_learn_task',
                                                                'task_info': learn_info,
-                                                               'data': to_jsonable(payload)}, timeout)
+                                                               'data': payload}, timeout)
                 if outcome == CLOSING:
                     break
                 if outcome != OK:

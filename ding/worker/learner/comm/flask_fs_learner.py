@@ -24,6 +24,10 @@ task is answered as soon as the learner has asked for the next k batches (its la
 training: their infos go with the next learn task), so the coordinator's round trip overlaps training;
 the learn infos of a run stay exactly one per iteration, in order. The learn task of a run's last demand
 (no later one follows to carry infos) waits for every info it owes, even when the learner ends meanwhile.
+
+Every demand also opts in to batches as dicts of columns of the metadata fields the learner reads
+(``'fields': METADATA_FIELDS, 'layout': 'columns'``, see docs/parallel.md): less JSON to decode and no
+per-sample dicts to walk. A coordinator that ignores the opt-in sends lists of dicts; both are accepted.
 """
 from __future__ import annotations
 
@@ -58,6 +62,17 @@ _POLL_S = 0.05
 _META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
 # What send_learn_info itself writes into the learner's scalar log buffer.
 _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
+# The metadata fields the learner reads, named in its demands (``fields``): the data id, the policy version
+# that ``max_staleness`` and the policy lag use (``collect_iter`` where a sample has no ``policy_iter``), and
+# ``_META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
+METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
+                   'priority')
+# The demand's ``layout`` asking for each batch as one dict of columns, ``{field: [value of each sample]}``, with
+# None for a sample that lacks the field (docs/parallel.md). It spares both sides most of the JSON and of the
+# per-sample Python of a list of dicts; a coordinator that ignores it still sends lists of dicts.
+COLUMNS_LAYOUT = 'columns'
+# What a metadata column may hold (JSON scalars): anything else is a malformed learn task.
+_SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))
 
 
 class _Demanded:
@@ -194,7 +209,7 @@ class _Run:
         self.max_staleness = max_staleness
         # Batches asked for per data demand (``num_batches``): one HTTP round trip serves that many iterations.
         self.comm_batches = comm_batches
-        self.pending: Deque[List[Dict[str, Any]]] = deque()  # batches received, not yet handed to the learner
+        self.pending: Deque[Any] = deque()  # batches of metadata received, not yet handed to the learner
         self.owed = 0  # learn infos / rejections still owed to learn tasks (num_batches demands)
         self.demand_out = False  # a num_batches demand was issued and its batches have not arrived yet
         self.demands_issued = 0  # num_batches demands issued so far (the seq of the latest one)
@@ -284,6 +299,18 @@ def _stop_requested(learner: Any) -> bool:
     return bool(getattr(learner, '_end_flag', True))
 
 
+def _demand(run: _Run, batch_size: int, cur_learner_iter: int,
+            num_batches: Optional[int] = None) -> Dict[str, Any]:
+    """A data demand: its batch size, the iteration its (first) batch trains at, ``num_batches`` when the run
+    asks for several per demand, and the opt-in to batches as columns of the fields the learner reads."""
+    demand = {'batch_size': int(batch_size), 'cur_learner_iter': cur_learner_iter, 'task_id': run.task_id}
+    if num_batches is not None:
+        demand['num_batches'] = num_batches
+    demand['fields'] = list(METADATA_FIELDS)
+    demand['layout'] = COLUMNS_LAYOUT
+    return demand
+
+
 def _check_freq(freq: Any, what: str) -> int:
     if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
         raise ValueError(f'{what} must be a positive integer, got {freq!r}')
@@ -297,19 +324,120 @@ def _number(v: Any) -> Optional[float]:
 
 
 _PLAIN_DTYPES = {int: np.int64, float: np.float32, bool: np.bool_}
+_NONE = type(None)
+_NUMBERS_OR_NONE = frozenset((int, float, _NONE))
 
 
 def _collate_values(values: List[Any]) -> Any:
     """``default_collate(values)``, quicker for the metadata's plain ints / floats / strings of one type."""
-    cls = values[0].__class__
-    if cls in _PLAIN_DTYPES or cls is str:
-        for v in values:
-            if v.__class__ is not cls:
-                return default_collate(values)
+    types = set(map(type, values))
+    if len(types) == 1:
+        cls = values[0].__class__
         if cls is str:
             return list(values)
-        return torch.from_numpy(np.array(values, dtype=_PLAIN_DTYPES[cls]))
+        dtype = _PLAIN_DTYPES.get(cls)
+        if dtype is not None:
+            return torch.from_numpy(np.array(values, dtype=dtype))
     return default_collate(values)
+
+
+def _batch_size(batch: Any) -> int:
+    """How many samples a batch of metadata holds (a list of dicts, or a dict of columns)."""
+    if batch.__class__ is dict:
+        return len(batch.get('data_id') or ())
+    return len(batch)
+
+
+def _as_columns(batch: Any) -> Dict[str, List[Any]]:
+    """A batch of metadata as columns of ``METADATA_FIELDS``, None where a sample lacks the field: a dict of
+    columns as received, or the list of sample dicts of a coordinator that ignores the columns opt-in."""
+    if batch.__class__ is dict:
+        return batch
+    return {field: [meta.get(field) for meta in batch] for field in METADATA_FIELDS}
+
+
+def _take(values: List[Any], positions: Optional[List[int]]) -> List[Any]:
+    """``values`` at ``positions`` (None: all of them, in order)."""
+    if positions is None:
+        return values
+    return [values[p] for p in positions]
+
+
+def _numbers(values: Optional[List[Any]], n: int) -> np.ndarray:
+    """A metadata column as float64, NaN where a sample has no int / float (missing, a string, a bool)."""
+    if values is None:
+        return np.full(n, np.nan)
+    if set(map(type, values)) <= _NUMBERS_OR_NONE:
+        return np.array(values, dtype=np.float64)  # None -> NaN
+    return np.array([v if _number(v) is not None else np.nan for v in values], dtype=np.float64)
+
+
+def _policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
+    """The policy iteration of each sample: ``policy_iter``, else ``collect_iter``, else NaN."""
+    versions = _numbers(columns.get('policy_iter'), n)
+    unknown = np.isnan(versions)
+    if unknown.any():
+        versions = np.where(unknown, _numbers(columns.get('collect_iter'), n), versions)
+    return versions
+
+
+def _split_data_ids(data_ids: List[str]) -> Optional[Tuple[List[str], List[int], Dict[str, None]]]:
+    """``(file names, indices, the files in order of first use)`` of ``data_ids`` as ``split_data_id`` gives
+    them, in a few passes of C string methods over the lists rather than a Python call per sample; None when
+    any is malformed (``split_data_id`` then finds and names it)."""
+    parts = [data_id.rpartition('#') for data_id in data_ids]
+    names = [part[0] for part in parts]
+    digits = [part[2] for part in parts]
+    files = dict.fromkeys(names)
+    if not all(map(str.isdigit, digits)) or not _plain_file_names(files):
+        return None
+    try:
+        indices = list(map(int, digits))
+    except ValueError:  # digits that int() does not read (e.g. superscripts)
+        return None
+    return names, indices, files
+
+
+def _plain_file_names(names: Dict[str, None]) -> bool:
+    """Whether every name is one that ``split_data_id`` accepts (not empty, no leading dot, no path separator),
+    checked on all of them at once: joined between separators, a bad name shows as an extra separator, two
+    adjacent ones, or a separator followed by a dot."""
+    sep = os.sep
+    wrapped = sep + sep.join(names) + sep
+    return wrapped.count(sep) == len(names) + 1 and sep + sep not in wrapped and sep + '.' not in wrapped
+
+
+def _grouped_order(names: List[str], files: Dict[str, None]) -> Optional[List[int]]:
+    """The order that groups the samples by file (files in order of first use, samples in their order within
+    a file: what the per-file checks give); None when they are grouped already, e.g. one sample per file, as a
+    batch drawn uniformly from a big buffer mostly is."""
+    if len(files) == len(names):
+        return None
+    rank = dict(zip(files, range(len(files))))
+    keys = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+    if (keys[1:] >= keys[:-1]).all():
+        return None
+    return np.argsort(keys, kind='stable').tolist()
+
+
+def _metadata_columns(columns: Dict[str, List[Any]], positions: Optional[List[int]]) -> Optional[Dict[str, Any]]:
+    """The ``_META_TO_SAMPLE`` fields of the samples at ``positions`` as batch columns (see ``_collate_values``);
+    None where a field is missing on some samples only, or does not collate: no column can hold it."""
+    out = {}
+    for key in _META_TO_SAMPLE:
+        column = columns.get(key)
+        if column is None:
+            continue
+        values = _take(column, positions)
+        if _NONE in set(map(type, values)):
+            if values.count(None) == len(values):  # no sample has it (a column of a list of dicts)
+                continue
+            return None
+        try:
+            out[key] = _collate_values(values)
+        except (ValueError, OverflowError):  # as read one by one, only the policy's keys are collated
+            return None
+    return out
 
 
 def _plain(value: Any) -> Any:
@@ -321,6 +449,63 @@ def _plain(value: Any) -> Any:
     if hasattr(value, 'tolist'):
         return value.tolist()
     return value
+
+
+def _learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
+    """The batches of a learn task's ``data`` answering ``demand``: the list of batches of a ``num_batches``
+    demand, else the one batch. A batch is a list of sample metadata dicts or, where the demand asked for
+    that ``layout``, a dict of columns. Raises ``TaskFail`` naming what is malformed."""
+    columns = demand.get('layout') == COLUMNS_LAYOUT
+    one = 'a list of sample metadata' + (' or a dict of metadata columns' if columns else '')
+    several = 'num_batches' in demand
+    # A dict with a list of data ids is a batch of columns; any other dict in place of a batch is a sample (a
+    # flat batch sent where a list of batches is due).
+    if several and (data.__class__ is not list or any(
+            batch.__class__ is not list and not (columns and batch.__class__ is dict
+                                                 and batch.get('data_id').__class__ is list) for batch in data)):
+        got = type(data).__name__ if data.__class__ is not list else 'a list holding other things'
+        raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches={demand['num_batches']}, "
+                               f"so 'data' must be a list of batches (each {one}), got {got}")
+    batches = data if several else [data]
+    for b, batch in enumerate(batches):
+        if batch.__class__ is list:
+            _check_sample_list(batch, f'data[{b}]' if several else 'data')
+        elif columns and batch.__class__ is dict:
+            _check_columns(batch, f'data[{b}]' if several else "'data'")
+        else:
+            raise TaskFail(message=f"learner_learn_task: 'data' must be {one}, got {type(batch).__name__}")
+    return batches
+
+
+def _check_sample_list(batch: List[Any], where: str) -> None:
+    for i, meta in enumerate(batch):
+        if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
+            raise TaskFail(message=f"learner_learn_task: {where}[{i}] must be a dict with a string 'data_id', "
+                                   f"got {meta!r}")
+
+
+def _check_columns(batch: Dict[str, Any], where: str) -> None:
+    """A dict of columns: lists of one length, a string ``data_id`` for every sample, JSON scalars in the
+    columns the learner reads (others are ignored). Checked a column at a time, not a value at a time."""
+    data_ids = batch.get('data_id')
+    if data_ids.__class__ is not list:
+        raise TaskFail(message=f"learner_learn_task: {where} must have a 'data_id' column (a list of strings), "
+                               f"got {type(data_ids).__name__}")
+    n = len(data_ids)
+    for field, column in batch.items():
+        if column.__class__ is not list or len(column) != n:
+            size = f'{len(column)} values' if column.__class__ is list else f'a {type(column).__name__}'
+            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} must be a list of {n} values "
+                                   f"(one per data_id), got {size}")
+    if not set(map(type, data_ids)) <= {str}:
+        bad = next(v for v in data_ids if v.__class__ is not str)
+        raise TaskFail(message=f"learner_learn_task: {where}: every data_id must be a string, got {bad!r}")
+    for field in METADATA_FIELDS:
+        column = batch.get(field)
+        if column is not None and not set(map(type, column)) <= _SCALAR_TYPES:
+            bad = next(v for v in column if type(v) not in _SCALAR_TYPES)
+            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
+                                   f"booleans and None only, got {bad!r}")
 
 
 @COMM_LEARNER_REGISTRY.register('flask_fs')
@@ -524,9 +709,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
         """Ask the coordinator for a batch and return it, read from ``path_data`` (a collated dict, or a list of
         sample dicts where the files do not stack, see ``_load_batch``).
 
-        Puts the demand ``{'batch_size', 'cur_learner_iter', 'task_id'}`` into the demand queue, waits for the
-        metadata, reads the files. A batch without one usable sample answers its learn task with no learn info
-        and asks again. Once the run is ending it returns ``[]`` (the learner then stops) or None (no data).
+        Puts the demand ``{'batch_size', 'cur_learner_iter', 'task_id', 'fields', 'layout'}`` into the demand
+        queue (see ``_demand``), waits for the metadata, reads the files. A batch without one usable sample
+        answers its learn task with no learn info and asks again. Once the run is ending it returns ``[]`` (the
+        learner then stops) or None (no data).
         """
         run = self._run
         if run is None:
@@ -543,8 +729,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     # The learner needs no more batches this run: no demand, just wait for it to end.
                     run.ending.wait()
                     break
-                demand = {'batch_size': int(batch_size), 'cur_learner_iter': run.next_batch_iter(),
-                          'task_id': run.task_id}
+                demand = _demand(run, batch_size, run.next_batch_iter())
                 if not self._put(self._data_demand_queue, demand, run):
                     break
                 metadata = self._get(self._data_result_queue, run)
@@ -558,8 +743,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
             # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
             # the counts reach the coordinator with the next learn info.
             run.batch_rejected(stale, unreadable)
-            message = (f'all {len(metadata)} samples of the batch were rejected (stale: {stale}, unreadable: '
-                       f'{unreadable}); asking for new data')
+            message = (f'all {_batch_size(metadata)} samples of the batch were rejected (stale: {stale}, '
+                       f'unreadable: {unreadable}); asking for new data')
             self._logger.warning(f'learner task {run.task_id}: {message}')
             self._put(self._learn_info_queue, {'task_id': run.task_id, 'trained': False, 'infos': [],
                                                'message': message}, run)
@@ -567,7 +752,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         # clears it when it begins) answer "no data yet" so the learner never trains on an empty batch.
         return [] if _stop_requested(run.learner) else None
 
-    def _next_of_group(self, run: _Run, batch_size: int) -> Optional[List[Dict[str, Any]]]:
+    def _next_of_group(self, run: _Run, batch_size: int) -> Any:
         """The next batch's metadata with ``num_batches`` demands (None: the run ends, or needs no more data).
 
         The demand for the next group goes out as soon as fewer than ``comm_batches`` batches are left, so
@@ -592,8 +777,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if not run.demand_out and len(run.pending) < 2 * run.comm_batches:
                 wanted = run.learner.cfg.train_iterations - run.batches_handed - len(run.pending)
                 if wanted > 0:
-                    demand = {'batch_size': int(batch_size), 'num_batches': min(run.comm_batches, wanted),
-                              'cur_learner_iter': run.next_batch_iter() + len(run.pending), 'task_id': run.task_id}
+                    demand = _demand(run, batch_size, run.next_batch_iter() + len(run.pending),
+                                     num_batches=min(run.comm_batches, wanted))
                     # Counted before the demand is visible: its learn task reads the count as its own seq.
                     run.demands_issued += 1
                     if not self._put(self._data_demand_queue, demand, run):
@@ -608,34 +793,101 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 return None
         return None
 
-    def _load_batch(self, run: _Run, metadata: List[Dict[str, Any]]) -> Tuple[Any, List[int], int, int]:
+    def _load_batch(self, run: _Run, metadata: Any) -> Tuple[Any, List[int], int, int]:
         """(batch, policy_iter of each sample, stale dropped, unreadable): drop stale samples, load the files of
         the rest (uncached ones concurrently), then build the batch.
 
-        The batch is collated here, column by column from the cached files (``SampleReader.gather``): a dict
-        of batched tensors, what the policy would make of the list of sample dicts, at a fraction of the cost.
-        Where the files do not allow that, it is the list of sample dicts, as the policy also accepts. Either
-        way the replay buffer's fields of the metadata (``_META_TO_SAMPLE``) are part of each sample.
+        ``metadata`` is a dict of columns (the demand's ``layout``) or a list of sample dicts. The batch is
+        collated here, column by column from the cached files (``SampleReader.gather``): a dict of batched
+        tensors, what the policy would make of the list of sample dicts, at a fraction of the cost. Where the
+        files do not allow that, it is the list of sample dicts, as the policy also accepts. Either way the
+        replay buffer's fields of the metadata (``_META_TO_SAMPLE``) are part of each sample. Samples are
+        grouped by file (files in order of first use).
         """
-        bound = run.max_staleness
-        stale = 0
-        if bound != math.inf:
-            version = run.next_batch_iter()
-            fresh = []
-            for meta in metadata:
-                p = meta.get('policy_iter', meta.get('collect_iter'))
-                if _number(p) is not None and version - p > bound:
-                    stale += 1
-                else:
-                    fresh.append(meta)
-            metadata = fresh
+        columns = _as_columns(metadata)
+        positions, stale = self._fresh_positions(run, columns)
+        if not columns['data_id'] or (positions is not None and not positions):
+            return [], [], stale, 0
+        reader = run.reader
+        unreadable = 0
+        gathered = None
+        located = self._rows_in_cached_files(run, columns, positions)
+        if located is not None:
+            try:
+                gathered = reader.gather(located[0])
+            except Exception:  # e.g. an index beyond its file: the checks below find the sample and log it
+                located = None
+        if located is None:
+            rows, kept, unreadable = self._checked_rows(run, columns, positions)
+            if not rows:
+                return [], [], stale, unreadable
+            try:
+                gathered = reader.gather(rows)
+            except Exception:  # e.g. a file evicted and gone since it was checked: read the samples one by one
+                gathered = None
+        else:
+            rows, kept = located
 
-        # file name -> (positions in metadata, sample indices in the file)
+        batch = None
+        if gathered is not None:
+            meta = _metadata_columns(columns, kept)
+            if meta is not None:
+                gathered.update(meta)
+                batch = gathered
+        if batch is None:
+            batch, failed = self._read_one_by_one(run, rows, columns, kept)
+            unreadable += failed
+            versions = [s.get('policy_iter') for s in batch]
+        else:
+            versions = batch.get('policy_iter', ())
+            if isinstance(versions, torch.Tensor) and versions.dtype is not torch.bool:
+                return batch, versions.tolist(), stale, unreadable  # numbers all
+        return batch, [p for p in versions if _number(p) is not None], stale, unreadable
+
+    @staticmethod
+    def _fresh_positions(run: _Run, columns: Dict[str, List[Any]]) -> Tuple[Optional[List[int]], int]:
+        """Positions of the samples at most ``max_staleness`` iterations older than the learner (None: all of
+        them), and how many were dropped. A sample without a policy version is never stale."""
+        bound = run.max_staleness
+        if bound == math.inf:
+            return None, 0
+        versions = _policy_versions(columns, len(columns['data_id']))
+        too_old = (run.next_batch_iter() - versions) > bound  # NaN compares False: kept
+        stale = int(np.count_nonzero(too_old))
+        return (np.flatnonzero(~too_old).tolist() if stale else None), stale
+
+    @staticmethod
+    def _rows_in_cached_files(run: _Run, columns: Dict[str, List[Any]],
+                              positions: Optional[List[int]]) -> Optional[Tuple[List[Tuple[str, int]], Any]]:
+        """``(rows, positions of their samples)`` without a check per file, when every data id is well formed
+        and names a cached file not known to be bad: the usual case once the reader's cache is warm. None
+        otherwise (``_checked_rows`` reads, checks and logs). An index beyond its file makes ``gather`` raise."""
+        split = _split_data_ids(_take(columns['data_id'], positions))
+        if split is None:
+            return None
+        names, indices, files = split
+        if run.bad_files and not run.bad_files.keys().isdisjoint(files):
+            return None
+        if not all(map(run.reader.cached, files)):
+            return None
+        order = _grouped_order(names, files)
+        if order is not None:
+            names, indices = _take(names, order), _take(indices, order)
+            positions = _take(positions, order) if positions is not None else order
+        return list(zip(names, indices)), positions
+
+    def _checked_rows(self, run: _Run, columns: Dict[str, List[Any]],
+                      positions: Optional[List[int]]) -> Tuple[List[Tuple[str, int]], List[int], int]:
+        """``(rows, positions of their samples, unreadable)``: the samples whose files load and hold them,
+        grouped by file. Malformed data ids and unreadable files are logged (a file once), corrupt files
+        remembered in ``run.bad_files``."""
+        data_ids = columns['data_id']
+        # file name -> (positions in the columns, sample indices in the file)
         groups: Dict[str, Tuple[List[int], List[int]]] = {}
         unreadable = 0
-        for i, meta in enumerate(metadata):
+        for i in (range(len(data_ids)) if positions is None else positions):
             try:
-                name, index = split_data_id(meta['data_id'])
+                name, index = split_data_id(data_ids[i])
             except ValueError as exc:
                 unreadable += 1
                 self._logger.warning(f'learner task {run.task_id}: sample skipped: {exc}')
@@ -659,7 +911,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                    for name, group in groups.items()]
 
         rows: List[Tuple[str, int]] = []  # (file, index) of each sample to train on
-        kept: List[Dict[str, Any]] = []  # ... and its metadata
+        kept: List[int] = []  # ... and its position in the columns
         for name, (valid, error) in results:
             if error is not None:
                 n = len(groups[name][0])
@@ -676,55 +928,27 @@ class FlaskFileSystemLearner(BaseCommLearner):
             unreadable += len(groups[name][0]) - len(valid)
             for i, index in valid:
                 rows.append((name, index))
-                kept.append(metadata[i])
-        if not rows:
-            return [], [], stale, unreadable
+                kept.append(i)
+        return rows, kept, unreadable
 
-        batch = self._collated(reader, rows, kept)
-        if batch is None:
-            batch = []
-            for (name, index), meta in zip(rows, kept):
-                try:  # a new dict: the fields may be added
-                    sample = reader.read_file_samples(name, [index])[0]
-                except Exception as exc:  # evicted from the cache since, and gone or damaged on disk
-                    unreadable += 1
-                    self._logger.warning(f"learner task {run.task_id}: sample '{name}#{index}' skipped: {exc}")
-                    continue
-                for key in _META_TO_SAMPLE:
-                    if key in meta:
-                        sample[key] = meta[key]
-                batch.append(sample)
-            versions = [s.get('policy_iter') for s in batch]
-        else:
-            versions = batch.get('policy_iter', ())
-            versions = versions.tolist() if isinstance(versions, torch.Tensor) else versions
-        return batch, [p for p in versions if _number(p) is not None], stale, unreadable
-
-    @staticmethod
-    def _collated(reader: SampleReader, rows: List[Tuple[str, int]],
-                  metadata: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-        """The batch as one collated dict (see ``_load_batch``), or None where the list of samples must do."""
-        try:
-            batch = reader.gather(rows)
-        except Exception:  # e.g. a file evicted and gone since it was checked: read the samples one by one
-            return None
-        if batch is None:
-            return None
-        first = metadata[0]
-        for key in _META_TO_SAMPLE:
-            if key not in first:
-                if any(key in meta for meta in metadata):  # on some samples only: no column for it
-                    return None
+    def _read_one_by_one(self, run: _Run, rows: List[Tuple[str, int]], columns: Dict[str, List[Any]],
+                         positions: Optional[List[int]]) -> Tuple[List[Dict[str, Any]], int]:
+        """The batch as a list of sample dicts (files that ``gather`` cannot collate), each with its metadata
+        fields of ``_META_TO_SAMPLE``; and how many samples could not be read."""
+        meta = [(key, columns[key]) for key in _META_TO_SAMPLE if columns.get(key) is not None]
+        batch, failed = [], 0
+        for (name, index), i in zip(rows, range(len(rows)) if positions is None else positions):
+            try:  # a new dict: the fields may be added
+                sample = run.reader.read_file_samples(name, [index])[0]
+            except Exception as exc:  # evicted from the cache since, and gone or damaged on disk
+                failed += 1
+                self._logger.warning(f"learner task {run.task_id}: sample '{name}#{index}' skipped: {exc}")
                 continue
-            try:
-                values = [meta[key] for meta in metadata]
-            except KeyError:
-                return None
-            try:
-                batch[key] = _collate_values(values)
-            except (ValueError, OverflowError):  # as read one by one, only the policy's keys are collated
-                return None
-        return batch
+            for key, column in meta:
+                if column[i] is not None:
+                    sample[key] = column[i]
+            batch.append(sample)
+        return batch, failed
 
     def _check_group(self, run: _Run, name: str, positions: List[int],
                      indices: List[int]) -> Tuple[List[Tuple[int, int]], Optional[str]]:
@@ -1044,23 +1268,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             raise TaskFail(message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
                                    f'send learner_get_data_task first')
         several = 'num_batches' in run.outstanding_demand
-        if several:
-            if not isinstance(data, list) or not all(isinstance(batch, list) for batch in data):
-                raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches="
-                                       f"{run.outstanding_demand['num_batches']}, so 'data' must be a list of "
-                                       f"batches (lists of sample metadata), got {type(data).__name__}")
-            batches = data
-        elif not isinstance(data, list):
-            raise TaskFail(message=f"learner_learn_task: 'data' must be a list of sample metadata, "
-                                   f"got {type(data).__name__}")
-        else:
-            batches = [data]
-        for b, batch in enumerate(batches):
-            for i, meta in enumerate(batch):
-                if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
-                    where = f'data[{b}][{i}]' if several else f'data[{i}]'
-                    raise TaskFail(message=f"learner_learn_task: {where} must be a dict with a string 'data_id', "
-                                           f"got {meta!r}")
+        batches = _learn_task_batches(run.outstanding_demand, data)
         began = run.task_began()
         # The demand this learn task serves: the loader issues the next one only after receiving this data.
         served = run.demands_issued

@@ -61,8 +61,9 @@ cartpole_dqn_config = dict(
                 # an evaluation every eval_interval seconds. DQN's greedy policy on CartPole first reaches
                 # 200 for only ~50-100 iterations, then swings between 100 and 190 for thousands (the
                 # serial pipeline catches that window with an evaluation every 40 iterations); at ~300
-                # iterations a second, 1 s between evaluations missed it in most runs
-                eval_interval=0.2,
+                # iterations a second, 1 s between evaluations missed it in most runs, 0.2 s in some; an
+                # evaluation task is ~0.1 s of one collector, which pacing leaves idle most of the time
+                eval_interval=0.1,
             ),
         ),
     ),
