@@ -66,8 +66,8 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _write_temp(path: str, data: bytes) -> str:
-    """Write ``data`` to a fresh temp file beside ``path`` and fsync it; return the temp path."""
+def _write_temp(path: str, data: bytes, durable: bool = True) -> str:
+    """Write ``data`` to a fresh temp file beside ``path`` (and fsync it when ``durable``); return the temp path."""
     directory = os.path.dirname(path) or '.'
     tmp = os.path.join(directory, '.{}.{}.{}.tmp'.format(os.path.basename(path), os.getpid(), os.urandom(4).hex()))
     # os.open with 0o666 lets the umask decide permissions, like a plain open() would.
@@ -75,8 +75,9 @@ def _write_temp(path: str, data: bytes) -> str:
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -275,12 +276,15 @@ def _manifest_text(manifest: dict) -> str:
     return '{\n' + ',\n'.join(lines) + '\n}\n'
 
 
-def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str = '') -> str:
+def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str = '', durable: bool = True) -> str:
     """Save ``state`` (nested dict of tensors / python values / objects with ``state_dict()``).
 
     ``'.safetensors'`` is appended to ``path`` when missing; the directory is created. The data file is
     written first and the manifest last, each through temp file + fsync + rename, so a crash never leaves
     a checkpoint that looks complete but is not. Returns the final ``.safetensors`` path.
+    ``durable=False`` skips the fsyncs (the renames stay atomic for readers; a file torn by a machine crash
+    fails verification on load): for files that are re-written every fraction of a second and worthless
+    after a crash, such as published weights and sample files.
     Raises TypeError naming the key path of a value that cannot be stored.
     """
     if not isinstance(state, dict):
@@ -323,9 +327,9 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
     # Both files are staged (written and fsynced) before either is renamed into place, so a reader polling
     # an overwritten file (published weights, ckpt_best) sees old or new within two back-to-back renames;
     # a crash between the renames leaves new data beside the old manifest, which verification refuses.
-    data_tmp = _write_temp(final, data)
+    data_tmp = _write_temp(final, data, durable)
     try:
-        manifest_tmp = _write_temp(mpath, _manifest_text(manifest).encode('utf-8'))
+        manifest_tmp = _write_temp(mpath, _manifest_text(manifest).encode('utf-8'), durable)
     except BaseException:
         _remove_quietly(data_tmp)
         raise
@@ -336,7 +340,8 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
         _remove_quietly(data_tmp)
         _remove_quietly(manifest_tmp)
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)
     return final
 
 

@@ -46,7 +46,8 @@ def save_samples(path_data: str, file_stem: str, samples: List[Dict[str, Any]]) 
     os.makedirs(path_data, exist_ok=True)
     columns = _to_columns(samples)
     state = {'columns': columns} if columns is not None else {'samples': samples}
-    final = save_checkpoint(os.path.join(path_data, file_stem), state)
+    # no fsync: a sample file is read within seconds or not at all, and a torn one fails verification
+    final = save_checkpoint(os.path.join(path_data, file_stem), state, durable=False)
     name = os.path.basename(final)
     return [f'{name}#{i}' for i in range(len(samples))]
 
@@ -297,10 +298,11 @@ class SampleReader:
 
 
 def save_policy(path_policy: str, name: str, state_dict: Dict[str, Any], policy_iter: int) -> str:
-    """Publish weights as ``{path_policy}/{name}.safetensors``; readers see the old or the new file, never half."""
+    """Publish weights as ``{path_policy}/{name}.safetensors``; readers see the old or the new file, never half.
+    Not fsynced: the file is replaced every fraction of a second, and the learner re-publishes after a restart."""
     os.makedirs(path_policy, exist_ok=True)
     return save_checkpoint(os.path.join(path_policy, name), {'model': state_dict, 'policy_iter': policy_iter,
-                                                             'last_iter': policy_iter})
+                                                             'last_iter': policy_iter}, durable=False)
 
 
 def load_policy(path: str) -> Tuple[Dict[str, Any], int]:

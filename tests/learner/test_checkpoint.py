@@ -357,3 +357,22 @@ def test_prune_keeps_everything_while_fewer_than_keep_n_exist(tmp_path):
         save_checkpoint(str(tmp_path / f'iteration_{it}'), {'last_iter': it, 'w': torch.zeros(2)})
     assert prune_checkpoints(str(tmp_path), keep_n=5) == []
     assert len(list_checkpoints(str(tmp_path))) == 3
+
+
+def test_durable_false_skips_the_fsyncs_but_writes_the_same_verified_files(tmp_path, monkeypatch):
+    calls = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, 'fsync', lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    state = {'model': {'w': torch.arange(6.0).reshape(2, 3)}, 'last_iter': 7}
+
+    durable = save_checkpoint(str(tmp_path / 'durable'), state)
+    assert len(calls) == 3  # data file, manifest, directory
+    calls.clear()
+    transfer = save_checkpoint(str(tmp_path / 'transfer'), state, durable=False)
+    assert calls == []
+
+    for path in (durable, transfer):
+        loaded = load_checkpoint(path)
+        assert torch.equal(loaded['model']['w'], state['model']['w']) and loaded['last_iter'] == 7
+    assert sorted(os.listdir(tmp_path)) == ['durable.manifest.json', 'durable.safetensors',
+                                            'transfer.manifest.json', 'transfer.safetensors']

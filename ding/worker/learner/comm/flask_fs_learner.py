@@ -133,7 +133,7 @@ class _PolicyPublisher:
 
     ``min_interval``: seconds between the writes of one run. Collectors reload the file every few seconds
     (``update_policy_second``), so weights published many times a second are mostly never read, and each
-    write costs a serialisation, a checksum and two fsyncs; weights submitted meanwhile wait (the newest
+    write costs a serialisation and a checksum; weights submitted meanwhile wait (the newest
     replacing older ones) until the interval has passed. A run's first weights, ``flush`` and ``close`` do
     not wait.
     """
@@ -972,7 +972,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def send_policy(self, state_dict: Dict[str, Any]) -> None:
         """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
 
-        The learner thread only snapshots the weights; the (fsync'ed) write happens on the publisher thread.
+        The learner thread only snapshots the weights; the write happens on the publisher thread.
         """
         run = self._run
         if run is None:
