@@ -260,8 +260,15 @@ def main() -> None:
                       f"{row['wall']:.1f}s", file=sys.stderr)
         rates: List[tuple] = []
         if not args.skip_learner:
-            for _ in range(args.repeat):  # interleaved: a change in the machine's load hits both sides
-                rates.append((parallel_learner_rate(workdir, args.learner_iters), serial_learner_rate(workdir, 2000)))
+            # serial, parallel, serial, parallel, ..., serial: each parallel run is compared with the mean of
+            # the serial runs just before and after it, so a drift of the (virtual) machine's speed during
+            # the comparison shows in both sides instead of in the ratio
+            before = serial_learner_rate(workdir, 2000)
+            for _ in range(args.repeat):
+                par = parallel_learner_rate(workdir, args.learner_iters)
+                after = serial_learner_rate(workdir, 2000)
+                rates.append((par, {k: (before[k] + after[k]) / 2 for k in before}))
+                before = after
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -269,8 +276,13 @@ def main() -> None:
         print_solve_table(rows, args.collectors)
     for par, ser in rates:
         print(f"learner it/s: parallel {par['wall']:.1f} wall ({par['starved']:.1f}s of {par['run_wall']:.1f}s with "
-              f"no batch, warm-up included), {par['cpu']:.1f} per CPU s | serial {ser['wall']:.1f} wall, {ser['cpu']:.1f} per CPU s | "
+              f"no batch, warm-up included), {par['cpu']:.1f} per CPU s | serial (mean of the runs before and "
+              f"after) {ser['wall']:.1f} wall, {ser['cpu']:.1f} per CPU s | "
               f"ratio: CPU {par['cpu'] / ser['cpu']:.2f}, wall {par['wall'] / ser['wall']:.2f}")
+    if len(rates) > 1:
+        print(f"median ratio over {len(rates)} comparisons: CPU "
+              f"{statistics.median(p['cpu'] / s['cpu'] for p, s in rates):.2f}, wall "
+              f"{statistics.median(p['wall'] / s['wall'] for p, s in rates):.2f}")
     load_after = os.getloadavg()
     print(f'load average (1/5/15 min): {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f} at start, '
           f'{load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} at end, {os.cpu_count()} cores')

@@ -185,7 +185,8 @@ def test_unknown_and_out_of_order_tasks_fail(conn, comm, workdir):
 @pytest.mark.parametrize('where', ['comm_config', 'learner_cfg'])
 def test_send_policy_freq(make_comm, master, workdir, where):
     # DI-engine configs put send_policy_freq in policy.learn.learner; the comm learner's config is the default.
-    comm = make_comm(send_policy_freq=3 if where == 'comm_config' else 1)
+    # no minimum interval between writes: every 3rd iteration's weights are written
+    comm = make_comm(send_policy_freq=3 if where == 'comm_config' else 1, send_policy_min_interval=0)
     extra = {'send_policy_freq': 3} if where == 'learner_cfg' else {}
     metadata = write_sample_file(os.path.join(workdir, 'data'), BATCH)
     conn = master.new_connection('learner0', '127.0.0.1', comm.port)
@@ -197,6 +198,25 @@ def test_send_policy_freq(make_comm, master, workdir, where):
         train(conn, 'task_f', lambda demand: metadata)
         ok(conn, {'name': 'learner_close_task', 'task_info': {'task_id': 'task_f'}})
         assert load_policy(policy_file)[1] == 3  # then after every 3rd iteration only
+    finally:
+        conn.disconnect()
+
+
+def test_throttled_publishing_skips_snapshots_and_still_publishes_the_last_weights(make_comm, master, workdir):
+    comm = make_comm(send_policy_freq=1, send_policy_min_interval=60)
+    submitted = []
+    send_policy = comm.send_policy
+    comm.send_policy = lambda state: (submitted.append(state['iter']), send_policy(state))[1]
+    metadata = write_sample_file(os.path.join(workdir, 'data'), BATCH)
+    conn = master.new_connection('learner0', '127.0.0.1', comm.port)
+    conn.connect()
+    try:
+        ok(conn, start_task('task_t', 5))
+        train(conn, 'task_t', lambda demand: metadata)
+        ok(conn, {'name': 'learner_close_task', 'task_info': {'task_id': 'task_t'}})
+        # before the first iteration, then nothing within the 60 s interval, then the run's last weights
+        assert submitted == [0, 5]
+        assert load_policy(os.path.join(workdir, 'policy', 'policy_learner0.safetensors'))[1] == 5
     finally:
         conn.disconnect()
 

@@ -27,6 +27,11 @@ class BaseCommLearner(ABC):
         self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._active_flag = False
 
+    def policy_publish_due(self) -> bool:
+        """Whether weights given to ``send_policy`` now would be published; ``SendPolicyHook`` skips the
+        state dict otherwise. Always True here; a comm learner that throttles its writes says when."""
+        return True
+
     @abstractmethod
     def send_policy(self, state_dict: Dict[str, Any]) -> None:
         """Publish ``{'model': model_state_dict, 'iter': policy_iter}`` for the collectors."""
@@ -101,6 +106,7 @@ class BaseCommLearner(ABC):
         )
         learner.get_data = self.get_data
         learner.send_policy = self.send_policy
+        learner.policy_publish_due = self.policy_publish_due
         learner.send_learn_info = self.send_learn_info
         for hook in self.hooks4call:
             learner.register_hook(hook)

@@ -151,6 +151,11 @@ class _PolicyPublisher:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
+    def due(self, run: Any) -> bool:
+        """Whether weights submitted now would not have to wait for ``min_interval`` (read without the lock:
+        a stale answer only moves one publish by one ``send_policy_freq``)."""
+        return run is not self._last_run or time.monotonic() >= self._next_write
+
     def submit(self, run: Any, model: Dict[str, Any], policy_iter: int) -> None:
         with self._cond:
             self._pending = (run, model, policy_iter)
@@ -218,6 +223,7 @@ class _Run:
         self.ending = threading.Event()  # set: nothing may block on this run's queues any more
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
         self.published = threading.Event()  # set: the weights were published once (before_run)
+        self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
         self.reason = ''
         self.error: Optional[str] = None
         self.outstanding_demand: Optional[Dict[str, Any]] = None
@@ -969,6 +975,18 @@ class FlaskFileSystemLearner(BaseCommLearner):
                                      f"beyond the samples of its file")
         return valid, None
 
+    def policy_publish_due(self) -> bool:
+        """Whether ``send_policy`` would write the weights without waiting for ``send_policy_min_interval``;
+        if not, ``SendPolicyHook`` skips building and snapshotting a state dict that would only be replaced
+        (and the run's last weights are published when it ends)."""
+        run = self._run
+        if run is None:
+            return False
+        due = self._publisher.due(run)
+        if not due:
+            run.publish_skipped = True
+        return due
+
     def send_policy(self, state_dict: Dict[str, Any]) -> None:
         """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
 
@@ -979,6 +997,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             return
         snapshot = {k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v
                     for k, v in state_dict['model'].items()}
+        run.publish_skipped = False
         self._publisher.submit(run, snapshot, int(state_dict['iter']))
 
     def _write_policy(self, run: _Run, model: Dict[str, Any], policy_iter: int) -> None:
@@ -1194,6 +1213,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
                                    f'{run.error}')
         finally:
             run.ending.set()
+            if run.error is None and run.publish_skipped:
+                # weights skipped for the publisher's interval (SendPolicyHook): the run's last ones go out
+                try:
+                    self.send_policy({'model': learner.policy.state_dict()['model'], 'iter': iterations_done(learner)})
+                except Exception as exc:
+                    self._logger.error(f'learner task {run.task_id}: cannot publish the last weights: {exc!r}')
             try:
                 learner.close()
             except Exception as exc:

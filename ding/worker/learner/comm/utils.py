@@ -28,7 +28,9 @@ class SendPolicyHook(LearnerHook):
     """Publish the policy's model weights for the collectors.
 
     ``before_run``: always (so collectors start from the learner's weights, loaded checkpoint included).
-    ``after_iter``: every ``ext_args.freq`` completed iterations. The version sent as ``'iter'`` is the
+    ``after_iter``: every ``ext_args.freq`` completed iterations, when the comm learner's
+    ``policy_publish_due()`` says a write would happen now (a throttled publisher would only replace the
+    weights). The version sent as ``'iter'`` is the
     number of updates the weights have seen (``iterations_done``), which collectors stamp on their samples
     as ``policy_iter``.
     """
@@ -46,8 +48,12 @@ class SendPolicyHook(LearnerHook):
 
     def __call__(self, engine: Any) -> None:
         done = iterations_done(engine)
-        if self.position == 'after_iter' and done % self._freq:
-            return
+        if self.position == 'after_iter':
+            if done % self._freq:
+                return
+            due = getattr(engine, 'policy_publish_due', None)
+            if due is not None and not due():  # would be replaced before it is written
+                return
         engine.send_policy({'model': engine.policy.state_dict()['model'], 'iter': done})
 
 
