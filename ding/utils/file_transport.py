@@ -99,10 +99,16 @@ def _column_array(column: Any) -> Optional[np.ndarray]:
         return None
 
 
-class _CachedFile:
-    """One cached sample file: its columns (or its samples, when they could not be stacked)."""
+def _row_columns(arrays: Dict[str, Optional[np.ndarray]], n: int) -> Dict[str, np.ndarray]:
+    """The numpy columns of a file that hold one row per sample, the ones a ``_RowStore`` keeps."""
+    return {key: array for key, array in arrays.items() if array is not None and array.ndim and len(array) == n}
 
-    __slots__ = ('columns', 'samples', 'n', 'nbytes', '_arrays', '_packed')
+
+class _CachedFile:
+    """One cached sample file: its columns (or its samples, when they could not be stacked), and where its
+    rows are in a ``_RowStore`` once a gather has stored them."""
+
+    __slots__ = ('columns', 'samples', 'n', 'nbytes', '_arrays', 'store', 'base', 'storable')
 
     def __init__(self, columns: Optional[Dict[str, Any]], samples: Optional[List[Dict[str, Any]]], n: int,
                  nbytes: int) -> None:
@@ -111,7 +117,9 @@ class _CachedFile:
         self.n = n
         self.nbytes = nbytes
         self._arrays: Optional[Dict[str, Optional[np.ndarray]]] = None
-        self._packed: Optional[Tuple[tuple, np.ndarray]] = None
+        self.store: Optional[_RowStore] = None  # set and cleared under SampleReader._lock
+        self.base = 0  # the store row of this file's first sample
+        self.storable = columns is not None  # False once found to have no column a store keeps
 
     def arrays(self) -> Dict[str, Optional[np.ndarray]]:
         """Numpy views of the columns, built on the first gather (see ``_column_array``)."""
@@ -120,23 +128,77 @@ class _CachedFile:
             arrays = self._arrays = {k: _column_array(v) for k, v in self.columns.items()}
         return arrays
 
-    def packed(self) -> Tuple[tuple, np.ndarray]:
-        """``(layout, rows)``: the bytes of every numpy column of a sample side by side, one row per sample,
-        so a gather copies one row per sample rather than one value per sample and key. ``layout`` holds
-        ``(key, offset, nbytes, dtype, row shape)`` per column; files with equal layouts gather together."""
-        packed = self._packed
-        if packed is None:
-            layout, blocks, offset = [], [], 0
-            for key, array in self.arrays().items():
-                if array is None or array.ndim == 0 or len(array) != self.n:
-                    continue
-                block = np.ascontiguousarray(array).reshape(self.n, -1).view(np.uint8)
-                layout.append((key, offset, block.shape[1], array.dtype, array.shape[1:]))
-                blocks.append(block)
-                offset += block.shape[1]
-            rows = np.concatenate(blocks, axis=1) if blocks else np.empty((self.n, 0), np.uint8)
-            packed = self._packed = (tuple(layout), rows)
-        return packed
+    def made_bytes(self) -> int:
+        """Bytes of the arrays built from list columns (views of tensor columns cost nothing more)."""
+        columns = self.columns
+        return sum(a.nbytes for k, a in self.arrays().items()
+                   if a is not None and not isinstance(columns[k], torch.Tensor))
+
+
+class _RowStore:
+    """The rows of all cached files of one layout, column by column in one array per key, so that a batch
+    over many files is one ``take`` per key rather than a copy per row. A file's rows are appended once, at
+    its ``base``; an evicted file's rows stay, dead, until they outnumber the live ones, then the arrays are
+    rebuilt from the live files (so they hold at most ~4x the live rows: half dead, half spare capacity).
+    Only touched under ``SampleReader._lock``; a rebuild makes new arrays, so a ``take`` is never torn."""
+
+    __slots__ = ('key', 'columns', 'used', 'dead', 'files')
+
+    def __init__(self, key: tuple, row_columns: Dict[str, np.ndarray]) -> None:
+        self.key = key
+        self.columns = {k: np.empty((0, ) + a.shape[1:], a.dtype) for k, a in row_columns.items()}
+        self.used = 0  # rows in use, live or dead; beyond them is spare capacity
+        self.dead = 0
+        self.files: Dict[_CachedFile, None] = {}  # the live files, in the order of their rows
+
+    def capacity(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def add(self, entry: _CachedFile, row_columns: Dict[str, np.ndarray]) -> None:
+        n = entry.n
+        if self.used + n > self.capacity():  # doubling: appends cost amortised O(1) per row
+            self._move_live_rows(max(2 * self.capacity(), self.used + n))
+        for key, column in self.columns.items():
+            column[self.used:self.used + n] = row_columns[key]
+        entry.store, entry.base = self, self.used
+        self.used += n
+        self.files[entry] = None
+
+    def remove(self, entry: _CachedFile) -> None:
+        del self.files[entry]
+        entry.store = None
+        self.dead += entry.n
+        if self.dead * 2 > self.used:
+            self._move_live_rows(2 * (self.used - self.dead))
+
+    def _move_live_rows(self, capacity: int) -> None:
+        """Copy the live files' rows, packed together, into new arrays of ``capacity`` rows."""
+        columns = {k: np.empty((capacity, ) + a.shape[1:], a.dtype) for k, a in self.columns.items()}
+        used = 0
+        for entry in self.files:
+            for key, column in columns.items():
+                column[used:used + entry.n] = self.columns[key][entry.base:entry.base + entry.n]
+            entry.base = used
+            used += entry.n
+        self.columns, self.used, self.dead = columns, used, 0
+
+
+def _one_key_set(entries: Sequence[_CachedFile]) -> bool:
+    """Whether every file is stored as columns, all with the same keys."""
+    if entries[0].columns is None:
+        return False
+    keys = entries[0].columns.keys()
+    return all(entry.columns is not None and entry.columns.keys() == keys for entry in entries)
+
+
+def _index_error(name: str, index: int, n: int) -> IndexError:
+    return IndexError(f"data_id '{name}#{index}': file holds only {n} samples")
+
+
+def _check_indices(rows: Sequence[Tuple[str, int]], files: Dict[str, _CachedFile]) -> None:
+    for name, index in rows:
+        if not 0 <= index < files[name].n:
+            raise _index_error(name, index, files[name].n)
 
 
 class SampleReader:
@@ -145,7 +207,8 @@ class SampleReader:
     A replay buffer samples uniformly over every file it refers to, so a batch hits many files: the cache
     keeps whole files (as loaded: one stacked tensor per key, no per-sample objects) up to ``cache_bytes``
     of tensor data (and at most ``cache_files`` files), least recently used out first. A sample's dict is
-    built on each read (views into the file's tensors); ``gather`` builds a whole collated batch instead.
+    built on each read (views into the file's tensors); ``gather`` builds a whole collated batch instead,
+    from copies of the files' columns kept per layout in one ``_RowStore`` (counted against ``cache_bytes``).
     """
 
     def __init__(self, path_data: str, cache_files: int = 4096, cache_bytes: int = 256 * 1024 * 1024) -> None:
@@ -154,6 +217,7 @@ class SampleReader:
         self._cache_files = cache_files
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
+        self._stores: Dict[tuple, _RowStore] = {}  # by (layout, the keys it does not store)
         self._lock = threading.Lock()
 
     def _file(self, name: str) -> _CachedFile:
@@ -171,28 +235,40 @@ class SampleReader:
             samples = state['samples']
             entry = _CachedFile(None, samples, len(samples), _tensor_bytes(samples))
         with self._lock:
-            old = self._cache.pop(name, None)
+            old = self._cache.get(name)
             if old is not None:
-                self._cached_bytes -= old.nbytes
+                self._evict(name)
             self._cache[name] = entry
             self._cached_bytes += entry.nbytes
             while len(self._cache) > 1 and (len(self._cache) > self._cache_files
                                             or self._cached_bytes > self._cache_bytes):
-                self._cached_bytes -= self._cache.popitem(last=False)[1].nbytes
+                self._evict(next(iter(self._cache)))
         return entry
+
+    def _evict(self, name: str) -> None:
+        """Drop a cached file and free its place in the byte count and its rows in its store (under the lock)."""
+        entry = self._cache.pop(name)
+        self._cached_bytes -= entry.nbytes
+        store = entry.store
+        if store is not None:
+            store.remove(entry)
+            if not store.files:
+                del self._stores[store.key]
 
     def _grow(self, name: str, entry: _CachedFile, extra: int) -> None:
         """Count ``extra`` bytes more for a cached file (evicting others beyond the bound, never this one)."""
         with self._lock:
-            if self._cache.get(name) is not entry:
-                return
-            entry.nbytes += extra
-            self._cached_bytes += extra
-            while len(self._cache) > 1 and self._cached_bytes > self._cache_bytes:
-                oldest = next(iter(self._cache))
-                if oldest == name:
-                    break
-                self._cached_bytes -= self._cache.pop(oldest).nbytes
+            if self._cache.get(name) is entry:
+                self._grow_locked(name, entry, extra)
+
+    def _grow_locked(self, name: str, entry: _CachedFile, extra: int) -> None:
+        entry.nbytes += extra
+        self._cached_bytes += extra
+        while len(self._cache) > 1 and self._cached_bytes > self._cache_bytes:
+            oldest = next(iter(self._cache))
+            if oldest == name:
+                break
+            self._evict(oldest)
 
     def cached(self, name: str) -> bool:
         """Whether the file ``name`` is in the cache (its reads need no disk access)."""
@@ -225,45 +301,101 @@ class SampleReader:
         """
         if not rows:
             return None
-        files: Dict[str, _CachedFile] = {}
-        for name, _ in rows:
-            if name not in files:
-                files[name] = self._file(name)
-        entries = list(files.values())
-        first = entries[0]
-        if first.columns is None:
-            return None
-        keys = first.columns.keys()
-        for entry in entries:
-            if entry.columns is None or entry.columns.keys() != keys:
+        names, indices = zip(*rows)
+        unique = list(dict.fromkeys(names))
+        entries = self._entries(unique)
+        batch = self._gather_stored(names, indices, unique, entries)
+        if batch is not None and len(batch) == len(entries[0].columns):  # the usual case: every key stored
+            return batch
+        files = dict(zip(unique, entries))
+        if batch is None:
+            if not _one_key_set(entries):
                 return None
-        for name, index in rows:
-            if not 0 <= index < files[name].n:
-                raise IndexError(f"data_id '{name}#{index}': file holds only {files[name].n} samples")
-        batch: Dict[str, Any] = {}
-        if first.n:
-            packs = {}
-            for name, entry in files.items():
-                fresh = entry._packed is None
-                packs[name] = entry.packed()
-                if fresh:  # the packed rows (and arrays made from lists) count against the cache bound
-                    columns = entry.columns
-                    made = sum(a.nbytes for k, a in entry.arrays().items()
-                               if a is not None and not isinstance(columns[k], torch.Tensor))
-                    self._grow(name, entry, packs[name][1].nbytes + made)
-            layout = packs[rows[0][0]][0]
-            if layout and all(p[0] == layout for p in packs.values()):
-                size = sum(column[2] for column in layout)
-                out = np.empty((len(rows), size), dtype=np.uint8)
-                for j, (name, index) in enumerate(rows):
-                    out[j] = packs[name][1][index]
-                for key, offset, nbytes, dtype, shape in layout:
-                    column = out[:, offset:offset + nbytes].copy().view(dtype).reshape((len(rows), ) + shape)
-                    batch[key] = torch.from_numpy(column)
+            _check_indices(rows, files)
+            batch = {}
+        return self._collate_columns(rows, files, batch)
+
+    def _entries(self, names: List[str]) -> List[_CachedFile]:
+        """The cached files ``names`` (loading the missing ones), marked used: ``_file`` for each, with one
+        lock acquisition for the usual batch of cached files."""
+        with self._lock:
+            entries = list(map(self._cache.get, names))
+            for name, entry in zip(names, entries):
+                if entry is not None:
+                    self._cache.move_to_end(name)
+        return [entry if entry is not None else self._file(name) for name, entry in zip(names, entries)]
+
+    def _gather_stored(self, names: Tuple[str, ...], indices: Tuple[int, ...], unique: List[str],
+                       entries: List[_CachedFile]) -> Optional[Dict[str, torch.Tensor]]:
+        """The stored columns of the batch when all its files are in one row store (storing new files in
+        theirs first), else None. Raises ``IndexError`` for an index beyond its file."""
+        index_array = np.array(indices)
+        if index_array.dtype.kind not in 'iu':  # not plain integers: the generic path treats them as before
+            return None
+        where = np.fromiter(map(dict(zip(unique, range(len(unique)))).__getitem__, names), np.intp, len(names))
+        located = self._store_rows(names, index_array, where, entries)
+        if located is None:
+            self._store_new(unique, entries)
+            located = self._store_rows(names, index_array, where, entries)
+            if located is None:
+                return None
+        columns, store_rows = located
+        # Outside the lock: appends write beyond these rows and a rebuild makes new arrays.
+        return {key: torch.from_numpy(column.take(store_rows, axis=0)) for key, column in columns.items()}
+
+    def _store_rows(self, names: Tuple[str, ...], index_array: np.ndarray, where: np.ndarray,
+                    entries: List[_CachedFile]) -> Optional[Tuple[Dict[str, np.ndarray], np.ndarray]]:
+        """``(the store's columns, the batch's rows in them)`` if every file is in one store, else None;
+        ``where`` is each row's file, as a position in ``entries``. Under the lock: evictions and rebuilds
+        move stored rows."""
+        with self._lock:
+            store = entries[0].store
+            if store is None or any(entry.store is not store for entry in entries):
+                return None
+            sizes = np.array([entry.n for entry in entries])[where]
+            beyond = index_array.astype(np.uint64) >= sizes  # a negative index wraps round to a huge one
+            if beyond.any():
+                j = int(np.flatnonzero(beyond)[0])
+                raise _index_error(names[j], int(index_array[j]), int(sizes[j]))
+            bases = np.array([entry.base for entry in entries])[where]
+            return store.columns, bases + index_array
+
+    def _store_new(self, unique: List[str], entries: List[_CachedFile]) -> None:
+        for name, entry in zip(unique, entries):
+            if entry.store is None and entry.storable:
+                self._store(name, entry)
+
+    def _store(self, name: str, entry: _CachedFile) -> None:
+        """Copy a cached file's row columns into the row store of their layout, counting them (and the arrays
+        made from its list columns) against the cache bound. A file evicted meanwhile is left alone."""
+        row_columns = _row_columns(entry.arrays(), entry.n)
+        stored_bytes = sum(a.nbytes for a in row_columns.values())
+        made_bytes = entry.made_bytes()
+        # Files of one store have the same keys: a batch of one store needs no per-file key check.
+        layout = tuple((k, a.dtype, a.shape[1:]) for k, a in row_columns.items())
+        key = (layout, tuple(k for k in entry.columns if k not in row_columns))
+        with self._lock:
+            if self._cache.get(name) is not entry or entry.store is not None or not entry.storable:
+                return
+            if row_columns:
+                store = self._stores.get(key)
+                if store is None:
+                    store = self._stores[key] = _RowStore(key, row_columns)
+                store.add(entry, row_columns)
+            else:
+                entry.storable = False
+                stored_bytes = 0
+            self._grow_locked(name, entry, stored_bytes + made_bytes)
+
+    def _collate_columns(self, rows: Sequence[Tuple[str, int]], files: Dict[str, _CachedFile],
+                         batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """Add the columns not yet in ``batch`` (files all with the same keys, indices checked); None when
+        some column does not collate."""
+        keys = [key for key in files[rows[0][0]].columns if key not in batch]
+        if not keys:
+            return batch
         file_arrays = {name: entry.arrays() for name, entry in files.items()}
         for key in keys:
-            if key in batch:
-                continue
             # Fast path: every file has a numpy view of this column with one dtype and row shape.
             ref = file_arrays[rows[0][0]][key]
             if ref is not None:
