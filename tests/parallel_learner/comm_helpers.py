@@ -1,6 +1,7 @@
 """Helpers of the comm learner tests: configs, DQN-shaped sample files, a coordinator's task calls."""
+import contextlib
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 
@@ -94,3 +95,19 @@ def train(conn: Any, task_id: str, batch_for: Callable[[Dict[str, Any]], List[Di
         if info.get('learner_done') or (stop_after is not None and len(answers) >= stop_after):
             return answers
     raise AssertionError(f'the learner was not done after {max_rounds} learn tasks')
+
+
+@contextlib.contextmanager
+def serving(comm: Any, master: Any) -> Iterator[Any]:
+    """Start ``comm`` and connect the coordinator's ``master`` to it; yields the connection, then disconnects
+    and closes the comm learner, even when the test fails."""
+    comm.start()
+    try:
+        connection = master.new_connection('learner0', '127.0.0.1', comm.port)
+        connection.connect()
+        try:
+            yield connection
+        finally:
+            connection.disconnect()
+    finally:
+        comm.close()

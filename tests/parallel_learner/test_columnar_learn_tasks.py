@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from comm_helpers import BATCH, comm_config, dqn_samples, failed, ok, start_task, train, write_sample_file
+from comm_helpers import (BATCH, comm_config, dqn_samples, failed, ok, serving, start_task, train,
+                          write_sample_file)
 from ding.config.parallel import compile_config_parallel
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.worker.coordinator.comm_coordinator import learn_task_payload, to_jsonable
@@ -35,16 +36,8 @@ class RecordingLearner(FlaskFileSystemLearner):
 def recording(master, workdir):
     """(comm learner that records its batches, the coordinator's connection to it)."""
     comm = RecordingLearner(comm_config(workdir))
-    comm.start()
-    try:
-        connection = master.new_connection('learner0', '127.0.0.1', comm.port)
-        connection.connect()
-        try:
-            yield comm, connection
-        finally:
-            connection.disconnect()
-    finally:
-        comm.close()
+    with serving(comm, master) as connection:
+        yield comm, connection
 
 
 def _as_coordinator_sends(batch_for):

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from comm_helpers import BATCH, comm_config, failed, ok, start_task, write_sample_file
+from comm_helpers import BATCH, comm_config, failed, ok, serving, start_task, write_sample_file
 from ding.worker.learner.comm import FlaskFileSystemLearner
 
 
@@ -60,17 +60,8 @@ class SlowDiskLearner(FlaskFileSystemLearner):
 def any_disk_conn(request, master, workdir):
     """A connection to a comm learner reading from a local disk or from a slow shared one."""
     cls = FlaskFileSystemLearner if request.param == 'local_disk' else SlowDiskLearner
-    comm = cls(comm_config(workdir))
-    comm.start()
-    try:
-        connection = master.new_connection('learner0', '127.0.0.1', comm.port)
-        connection.connect()
-        try:
-            yield connection
-        finally:
-            connection.disconnect()
-    finally:
-        comm.close()
+    with serving(cls(comm_config(workdir)), master) as connection:
+        yield connection
 
 
 def test_rejected_batch_inside_a_group_adds_no_info(any_disk_conn, workdir):
