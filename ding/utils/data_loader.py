@@ -159,8 +159,12 @@ class _State:
     be garbage-collected (and its finalizer shut everything down) when the user drops it.
     """
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, refill_at: Optional[int] = None) -> None:
         self.out_queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        # Once the queue is full the producer waits until at most refill_at batches are left (see
+        # AsyncDataLoader); ``refill`` is set by the consumer when that happens.
+        self.refill_at = maxsize - 1 if refill_at is None else refill_at
+        self.refill = threading.Event()
         self.stop = threading.Event()
         self.thread: Optional[threading.Thread] = None
         self.ctx: Any = None
@@ -231,6 +235,20 @@ def _shutdown(state: _State) -> None:
     state.job_queue = state.result_queue = None
 
 
+def _wait_for_room(state: _State) -> bool:
+    """Producer: once the output queue is full, wait until the consumer has taken it down to
+    ``refill_at`` batches. False if stopped first."""
+    q = state.out_queue
+    if state.refill_at >= q.maxsize - 1 or not q.full():
+        return True
+    state.refill.clear()
+    while q.qsize() > state.refill_at:  # checked after the clear: a set() from here on is seen
+        if state.stop.is_set():
+            return False
+        state.refill.wait(_POLL_S)
+    return True
+
+
 def _put(state: _State, item: Any) -> bool:
     """Put into the bounded output queue, waking up to honour ``stop``. False if stopped first."""
     while not state.stop.is_set():
@@ -256,13 +274,17 @@ class AsyncDataLoader:
         - collate_fn: turns the list of samples into the batch (default: the list itself).
         - num_workers: worker processes for callables (0: none).
         - queue_maxsize: batches prefetched ahead of the consumer (bounds memory).
+        - refill_at: once ``queue_maxsize`` batches wait, the producer prepares more only when at most this
+          many are left (default ``queue_maxsize - 1``: as soon as one is taken). A lower value makes the
+          producer work in bursts: each time it wakes up also costs the consumer's thread (a hand-over of
+          the GIL), which matters when a batch takes less time to prepare than to train on.
 
     Use ``close()`` (or ``with AsyncDataLoader(...) as loader:``) to stop everything it started.
     """
 
     def __init__(self, data_source: Callable[[int], Optional[List[Any]]], batch_size: int, device: Any,
                  chunk_size: Optional[int] = None, collate_fn: Optional[Callable[[List[Any]], Any]] = None,
-                 num_workers: int = 0, queue_maxsize: int = 2) -> None:
+                 num_workers: int = 0, queue_maxsize: int = 2, refill_at: Optional[int] = None) -> None:
         if not callable(data_source):
             raise TypeError(f'AsyncDataLoader: data_source must be callable, got {type(data_source).__name__}')
         if int(batch_size) < 1:
@@ -273,6 +295,9 @@ class AsyncDataLoader:
             raise ValueError(f'AsyncDataLoader: chunk_size must be >= 1, got {chunk_size}')
         if int(queue_maxsize) < 1:
             raise ValueError(f'AsyncDataLoader: queue_maxsize must be >= 1, got {queue_maxsize}')
+        if refill_at is not None and not 0 <= int(refill_at) < int(queue_maxsize):
+            raise ValueError(f'AsyncDataLoader: refill_at must be in [0, queue_maxsize={queue_maxsize}), '
+                             f'got {refill_at}')
         self.data_source = data_source
         self.batch_size = int(batch_size)
         self.device = str(device)
@@ -284,7 +309,7 @@ class AsyncDataLoader:
         self._failure: Optional[BaseException] = None
         self._closed = False
 
-        state = _State(int(queue_maxsize))
+        state = _State(int(queue_maxsize), None if refill_at is None else int(refill_at))
         self._state = state
         # Runs on close(), on garbage collection of the loader, or at interpreter exit, once.
         self._finalizer = weakref.finalize(self, _shutdown, state)
@@ -326,6 +351,8 @@ class AsyncDataLoader:
                     err = DataLoaderError('data loader producer thread exited without a batch or an error')
                 continue
             if not isinstance(item, _Failure):
+                if not state.refill.is_set() and state.out_queue.qsize() <= state.refill_at:
+                    state.refill.set()
                 return item
             err = item.make_exception()
         self._fail(err)
@@ -401,6 +428,8 @@ def _produce_loop(state: _State, data_source: Callable, batch_size: int, collate
     job_ids = itertools.count()
     try:
         while not state.stop.is_set():
+            if not _wait_for_room(state):
+                return
             while len(inflight) < max_inflight:
                 where = 'data_source'
                 items = data_source(batch_size)

@@ -205,6 +205,34 @@ def test_prefetch_is_bounded(no_leaks):
         assert source.calls <= 4
 
 
+def test_refill_at_makes_the_producer_work_in_bursts(no_leaks):
+    source = CountingSource()
+
+    def calls_once_settled(expected):
+        deadline = time.time() + 10
+        while source.calls < expected and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # ... and no call more
+        return source.calls
+
+    with AsyncDataLoader(source, batch_size=2, device='cpu', collate_fn=stack_collate, queue_maxsize=4,
+                         refill_at=1) as loader:
+        assert calls_once_settled(4) == 4  # filled the queue, then waits
+        ids = [int(next(loader)['id'][0]) for _ in range(2)]
+        assert calls_once_settled(4) == 4  # 2 batches left > refill_at: still waiting
+        ids.append(int(next(loader)['id'][0]))
+        assert calls_once_settled(7) == 7  # 1 left: refilled to 4 in one go
+        ids += [int(next(loader)['id'][0]) for _ in range(4)]
+        assert ids == list(range(0, 14, 2))  # in order, nothing lost or repeated
+
+
+def test_refill_at_must_be_below_queue_maxsize():
+    with pytest.raises(ValueError, match='refill_at'):
+        AsyncDataLoader(CountingSource(), batch_size=2, device='cpu', queue_maxsize=4, refill_at=4)
+    with pytest.raises(ValueError, match='refill_at'):
+        AsyncDataLoader(CountingSource(), batch_size=2, device='cpu', queue_maxsize=4, refill_at=-1)
+
+
 def test_close_is_idempotent_and_stops_everything(no_leaks):
     loader = AsyncDataLoader(lambda n: [partial(int, 1)] * n, batch_size=2, device='cpu', num_workers=2)
     assert next(loader) == [1, 1]

@@ -90,7 +90,9 @@ class BaseLearner:
 
     config = dict(
         train_iterations=int(1e9),
-        dataloader=dict(num_workers=0),
+        # num_workers: processes for callable samples; queue_maxsize: batches prepared ahead; refill_at: the
+        # loader refills a full queue only once at most this many are left (None: as each one is taken)
+        dataloader=dict(num_workers=0, queue_maxsize=2, refill_at=None),
         log_policy=True,
         hook=dict(
             load_ckpt_before_run='',
@@ -302,7 +304,8 @@ class BaseLearner:
         device = self._policy.get_attribute('device')
         self._dataloader = AsyncDataLoader(
             get_data, batch_size, device, chunk_size=cfg.get('chunk_size', batch_size), collate_fn=_identity,
-            num_workers=cfg.get('num_workers', 0)
+            num_workers=cfg.get('num_workers', 0), queue_maxsize=cfg.get('queue_maxsize', 2),
+            refill_at=cfg.get('refill_at')
         )
 
     def start(self) -> None:

@@ -75,6 +75,17 @@ COLUMNS_LAYOUT = 'columns'
 _SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))
 
 
+class _Infos:
+    """Several learn infos put into the learn-info queue as one item (``num_batches`` runs, see
+    ``FlaskFileSystemLearner._hand_over_info``): one hand-over between the learner thread and the learn
+    task's thread per group instead of one per iteration."""
+
+    __slots__ = ('items', )
+
+    def __init__(self, items: List[Dict[str, Any]]) -> None:
+        self.items = items
+
+
 class _Demanded:
     """Put into the learn-info queue when the ``seq``-th ``num_batches`` demand of a run is issued.
 
@@ -224,6 +235,11 @@ class _Run:
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
         self.published = threading.Event()  # set: the weights were published once (before_run)
         self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
+        # Learn infos of a num_batches run not handed to the learn task yet, and whether the next one goes at
+        # once (a learn task that saw a later demand waits for its first info to answer)
+        self.info_group: List[Dict[str, Any]] = []
+        self.info_lock = threading.Lock()
+        self.info_now = True
         self.reason = ''
         self.error: Optional[str] = None
         self.outstanding_demand: Optional[Dict[str, Any]] = None
@@ -790,6 +806,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     if not self._put(self._data_demand_queue, demand, run):
                         return None
                     run.demand_out = True
+                    with run.info_lock:
+                        group, run.info_group = run.info_group, []
+                        run.info_now = True
+                    if group:
+                        self._learn_info_queue.put(_Infos(group))
                     self._learn_info_queue.put(_Demanded(run.demands_issued))
             if run.pending:
                 return run.pending.popleft()
@@ -1059,11 +1080,30 @@ class FlaskFileSystemLearner(BaseCommLearner):
         })
         if info['learner_done']:
             run.reason = 'finished'
-        if self._put(self._learn_info_queue, info, run):
+        if self._hand_over_info(run, info):
             run.last_info_clock = (time.perf_counter(), time.process_time())
             if run.first_info_clock is None:
                 run.first_info_clock = run.last_info_clock
             run.learn_infos += 1
+
+    def _hand_over_info(self, run: _Run, info: Dict[str, Any]) -> bool:
+        """Give one iteration's learn info to the learn tasks; False if the run ended first.
+
+        A single-batch run puts each info into the queue (its learn task waits for exactly that one). A
+        ``num_batches`` run groups them: an info goes at once when a learn task may be waiting for its first
+        one (after each demand: it answers as soon as it has one), when it is the run's last, or when
+        ``comm_batches`` are grouped; the data loader also hands the group over right before each demand's
+        marker. Each hand-over wakes the learn task's thread, which costs the learner thread too.
+        """
+        if run.comm_batches <= 1:
+            return self._put(self._learn_info_queue, info, run)
+        with run.info_lock:
+            run.info_group.append(info)
+            if not (run.info_now or info['learner_done'] or len(run.info_group) >= run.comm_batches):
+                return True
+            group, run.info_group = run.info_group, []
+            run.info_now = False
+        return self._put(self._learn_info_queue, _Infos(group), run)
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
     def deal_with_resource(self) -> Dict[str, int]:
@@ -1212,6 +1252,13 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: '
                                    f'{run.error}')
         finally:
+            with run.info_lock:  # infos grouped when the run stopped early: to a learn task still waiting
+                group, run.info_group = run.info_group, []
+            if group:
+                try:
+                    self._learn_info_queue.put_nowait(_Infos(group))
+                except queue.Full:
+                    pass
             run.ending.set()
             if run.error is None and run.publish_skipped:
                 # weights skipped for the publisher's interval (SendPolicyHook): the run's last ones go out
@@ -1323,11 +1370,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if answer.__class__ is _Demanded:
                 demanded = demanded or answer.seq > served
                 continue
-            run.owed -= 1
-            if answer.get('trained'):
-                infos.append(answer)
-            elif answer.get('message'):
-                messages.append(answer['message'])
+            for one in (answer.items if answer.__class__ is _Infos else (answer, )):
+                run.owed -= 1
+                if one.get('trained'):
+                    infos.append(one)
+                elif one.get('message'):
+                    messages.append(one['message'])
         run.task_ended(began)
         result = {'task_id': run.task_id, 'trained': bool(infos), 'infos': infos}
         if messages:
