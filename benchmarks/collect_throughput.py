@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -89,14 +90,19 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.environ.setdefault('DING_QUIET', '1')
-    os.chdir(tempfile.mkdtemp(prefix='ding_collect_bench_'))
-    from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
-    cfg, policy = make_policy(main_config, create_config)
-    model = policy._model
-    coll, raw = [], []
-    for _ in range(args.repeats):  # interleaved so drift in machine load hits both alike
-        raw.append(raw_rate(model, args.steps))
-        coll.append(collector_rate(cfg, policy, args.steps))
+    home, workdir = os.getcwd(), tempfile.mkdtemp(prefix='ding_collect_bench_')
+    os.chdir(workdir)  # the collectors' logs go there, and go with it
+    try:
+        from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
+        cfg, policy = make_policy(main_config, create_config)
+        model = policy._model
+        coll, raw = [], []
+        for _ in range(args.repeats):  # interleaved so drift in machine load hits both alike
+            raw.append(raw_rate(model, args.steps))
+            coll.append(collector_rate(cfg, policy, args.steps))
+    finally:
+        os.chdir(home)
+        shutil.rmtree(workdir, ignore_errors=True)
     r, c = statistics.median(raw), statistics.median(coll)
     print(f"{'loop':<28} {'env steps/s (median of ' + str(args.repeats) + ')':>28}")
     print('-' * 58)
