@@ -138,12 +138,12 @@ class ZerglingParallelCollector(BaseParallelCollector):
         return json.dumps(what, sort_keys=True, default=repr)
 
     def _setup(self) -> None:
+        self._unroll_len = int(self._cfg.policy.get('collect', {}).get('unroll_len', 1) or 1)
         kept = self._kept.take(self._kept_key) if self._kept is not None else None
         if kept is not None:
             kept.env.rebind(self._stop_event)
             self._manager, self._env, self._policy, self._worker = kept.manager, kept.env, kept.policy, kept.worker
             self._policy_iter = kept.policy_iter
-            self._unroll_len = int(self._cfg.policy.get('collect', {}).get('unroll_len', 1) or 1)
             return
         from ding.envs import create_env_manager, get_vec_env_setting
         from ding.policy import create_policy
@@ -162,7 +162,6 @@ class ZerglingParallelCollector(BaseParallelCollector):
 
         policy = create_policy(EasyDict(copy.deepcopy(dict(cfg.policy))), enable_field=['collect', 'eval'])
         self._policy = policy.eval_mode if self._eval_flag else policy.collect_mode
-        self._unroll_len = int(cfg.policy.get('collect', {}).get('unroll_len', 1) or 1)
 
         common = dict(exp_name=self._exp_name, tb_logger=_NullWriter())
         if self._eval_flag:

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ding.utils.learn_task_layout import COLUMNS_LAYOUT, JSON_SCALAR_TYPES
 from .resource_manager import NaiveResourceManager
 
 WORKER_KINDS = ('learner', 'collector')
@@ -29,13 +30,6 @@ def to_jsonable(obj: Any) -> Any:
     if hasattr(obj, 'item'):
         return obj.item()
     raise TypeError(f'cannot send a {type(obj).__name__} to a worker: {obj!r}')
-
-
-# A data demand's opt-in to columns (docs/parallel.md): ``'layout': 'columns'`` with the metadata ``fields`` the
-# learner reads. Each batch then goes as one dict of columns: much less JSON to encode and decode than lists of
-# dicts repeating every key (and the fields the learner never reads), and the learner builds tensors per column.
-COLUMNS_LAYOUT = 'columns'
-_JSON_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def learn_task_payload(demand: Dict[str, Any], batches: List[List[Dict[str, Any]]]) -> Any:
@@ -71,7 +65,7 @@ def _metadata_columns(batch: List[Dict[str, Any]], fields: List[str]) -> Dict[st
         column = [meta.get(field) for meta in batch]
         if batch and column.count(None) == len(column):
             continue  # no sample has it: left out, not a column of None
-        if not set(map(type, column)) <= _JSON_SCALARS:  # e.g. numpy scalars
+        if not set(map(type, column)) <= JSON_SCALAR_TYPES:  # e.g. numpy scalars
             column = to_jsonable(column)
         columns[field] = column
     return columns

@@ -49,6 +49,7 @@ from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.checkpoint import manifest_path
 from ding.utils.collate import default_collate
 from ding.utils.file_transport import CheckpointError, SampleReader, load_policy, save_policy, split_data_id
+from ding.utils.learn_task_layout import COLUMNS_LAYOUT, JSON_SCALAR_TYPES
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
@@ -67,12 +68,6 @@ _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dr
 # ``_META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
 METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
                    'priority')
-# The demand's ``layout`` asking for each batch as one dict of columns, ``{field: [value of each sample]}``, with
-# None for a sample that lacks the field (docs/parallel.md). It spares both sides most of the JSON and of the
-# per-sample Python of a list of dicts; a coordinator that ignores it still sends lists of dicts.
-COLUMNS_LAYOUT = 'columns'
-# What a metadata column may hold (JSON scalars): anything else is a malformed learn task.
-_SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))
 
 
 class _Infos:
@@ -269,6 +264,25 @@ class _Run:
         self.trained_version: Optional[int] = None  # learner iteration that trained the last reported batch
         self.batches_handed = 0
         self.trained_batches = 0
+
+    def take_info_group(self, ask_now: bool = False) -> List[Dict[str, Any]]:
+        """The learn infos grouped so far (see ``FlaskFileSystemLearner._hand_over_info``), leaving none;
+        ``ask_now``: the next info goes to the learn tasks at once (a learn task may wait for its first)."""
+        with self.info_lock:
+            group, self.info_group = self.info_group, []
+            self.info_now = ask_now
+        return group
+
+    def group_info(self, info: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+        """Add one learn info to the group; the group to hand over now, or None while it keeps growing (see
+        ``FlaskFileSystemLearner._hand_over_info``)."""
+        with self.info_lock:
+            self.info_group.append(info)
+            if not (self.info_now or info['learner_done'] or len(self.info_group) >= self.comm_batches):
+                return None
+            group, self.info_group = self.info_group, []
+            self.info_now = False
+        return group
 
     def next_batch_iter(self) -> int:
         """The learner iteration at which the next batch handed over will be trained."""
@@ -524,8 +538,8 @@ def _check_columns(batch: Dict[str, Any], where: str) -> None:
         raise TaskFail(message=f"learner_learn_task: {where}: every data_id must be a string, got {bad!r}")
     for field in METADATA_FIELDS:
         column = batch.get(field)
-        if column is not None and not set(map(type, column)) <= _SCALAR_TYPES:
-            bad = next(v for v in column if type(v) not in _SCALAR_TYPES)
+        if column is not None and not set(map(type, column)) <= JSON_SCALAR_TYPES:
+            bad = next(v for v in column if type(v) not in JSON_SCALAR_TYPES)
             raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
                                    f"booleans and None only, got {bad!r}")
 
@@ -806,9 +820,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     if not self._put(self._data_demand_queue, demand, run):
                         return None
                     run.demand_out = True
-                    with run.info_lock:
-                        group, run.info_group = run.info_group, []
-                        run.info_now = True
+                    group = run.take_info_group(ask_now=True)
                     if group:
                         self._learn_info_queue.put(_Infos(group))
                     self._learn_info_queue.put(_Demanded(run.demands_issued))
@@ -1097,13 +1109,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         """
         if run.comm_batches <= 1:
             return self._put(self._learn_info_queue, info, run)
-        with run.info_lock:
-            run.info_group.append(info)
-            if not (run.info_now or info['learner_done'] or len(run.info_group) >= run.comm_batches):
-                return True
-            group, run.info_group = run.info_group, []
-            run.info_now = False
-        return self._put(self._learn_info_queue, _Infos(group), run)
+        group = run.group_info(info)
+        return True if group is None else self._put(self._learn_info_queue, _Infos(group), run)
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
     def deal_with_resource(self) -> Dict[str, int]:
@@ -1252,8 +1259,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: '
                                    f'{run.error}')
         finally:
-            with run.info_lock:  # infos grouped when the run stopped early: to a learn task still waiting
-                group, run.info_group = run.info_group, []
+            group = run.take_info_group()  # infos grouped when the run stopped early: to a learn task still waiting
             if group:
                 try:
                     self._learn_info_queue.put_nowait(_Infos(group))
