@@ -47,27 +47,21 @@ from easydict import EasyDict
 
 from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.checkpoint import manifest_path
-from ding.utils.collate import default_collate
 from ding.utils.file_transport import CheckpointError, SampleReader, load_policy, save_policy, split_data_id
-from ding.utils.learn_task_layout import COLUMNS_LAYOUT, JSON_SCALAR_TYPES
+from ding.utils.learn_task_layout import COLUMNS_LAYOUT
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
+from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, as_columns, batch_size_of, grouped_order,
+                              learn_task_batches, metadata_columns, number_or_none, policy_versions,
+                              split_data_ids, take)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
 _POLL_S = 0.05
-# Metadata fields copied onto the loaded sample: the replay buffer's bookkeeping (priority updates,
-# importance-sampling weights) and the policy version that produced it.
-_META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
 # What send_learn_info itself writes into the learner's scalar log buffer.
 _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
-# The metadata fields the learner reads, named in its demands (``fields``): the data id, the policy version
-# that ``max_staleness`` and the policy lag use (``collect_iter`` where a sample has no ``policy_iter``), and
-# ``_META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
-METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
-                   'priority')
 
 
 class _Infos:
@@ -353,129 +347,6 @@ def _check_freq(freq: Any, what: str) -> int:
     return freq
 
 
-def _number(v: Any) -> Optional[float]:
-    if v.__class__ is float or v.__class__ is int:
-        return v
-    return None
-
-
-_PLAIN_DTYPES = {int: np.int64, float: np.float32, bool: np.bool_}
-_NONE = type(None)
-_NUMBERS_OR_NONE = frozenset((int, float, _NONE))
-
-
-def _collate_values(values: List[Any]) -> Any:
-    """``default_collate(values)``, quicker for the metadata's plain ints / floats / strings of one type."""
-    types = set(map(type, values))
-    if len(types) == 1:
-        cls = values[0].__class__
-        if cls is str:
-            return list(values)
-        dtype = _PLAIN_DTYPES.get(cls)
-        if dtype is not None:
-            return torch.from_numpy(np.array(values, dtype=dtype))
-    return default_collate(values)
-
-
-def _batch_size(batch: Any) -> int:
-    """How many samples a batch of metadata holds (a list of dicts, or a dict of columns)."""
-    if batch.__class__ is dict:
-        return len(batch.get('data_id') or ())
-    return len(batch)
-
-
-def _as_columns(batch: Any) -> Dict[str, List[Any]]:
-    """A batch of metadata as columns of ``METADATA_FIELDS``, None where a sample lacks the field: a dict of
-    columns as received, or the list of sample dicts of a coordinator that ignores the columns opt-in."""
-    if batch.__class__ is dict:
-        return batch
-    return {field: [meta.get(field) for meta in batch] for field in METADATA_FIELDS}
-
-
-def _take(values: List[Any], positions: Optional[List[int]]) -> List[Any]:
-    """``values`` at ``positions`` (None: all of them, in order)."""
-    if positions is None:
-        return values
-    return [values[p] for p in positions]
-
-
-def _numbers(values: Optional[List[Any]], n: int) -> np.ndarray:
-    """A metadata column as float64, NaN where a sample has no int / float (missing, a string, a bool)."""
-    if values is None:
-        return np.full(n, np.nan)
-    if set(map(type, values)) <= _NUMBERS_OR_NONE:
-        return np.array(values, dtype=np.float64)  # None -> NaN
-    return np.array([v if _number(v) is not None else np.nan for v in values], dtype=np.float64)
-
-
-def _policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
-    """The policy iteration of each sample: ``policy_iter``, else ``collect_iter``, else NaN."""
-    versions = _numbers(columns.get('policy_iter'), n)
-    unknown = np.isnan(versions)
-    if unknown.any():
-        versions = np.where(unknown, _numbers(columns.get('collect_iter'), n), versions)
-    return versions
-
-
-def _split_data_ids(data_ids: List[str]) -> Optional[Tuple[List[str], List[int], Dict[str, None]]]:
-    """``(file names, indices, the files in order of first use)`` of ``data_ids`` as ``split_data_id`` gives
-    them, in a few passes of C string methods over the lists rather than a Python call per sample; None when
-    any is malformed (``split_data_id`` then finds and names it)."""
-    parts = [data_id.rpartition('#') for data_id in data_ids]
-    names = [part[0] for part in parts]
-    digits = [part[2] for part in parts]
-    files = dict.fromkeys(names)
-    if not all(map(str.isdigit, digits)) or not _plain_file_names(files):
-        return None
-    try:
-        indices = list(map(int, digits))
-    except ValueError:  # digits that int() does not read (e.g. superscripts)
-        return None
-    return names, indices, files
-
-
-def _plain_file_names(names: Dict[str, None]) -> bool:
-    """Whether every name is one that ``split_data_id`` accepts (not empty, no leading dot, no path separator),
-    checked on all of them at once: joined between separators, a bad name shows as an extra separator, two
-    adjacent ones, or a separator followed by a dot."""
-    sep = os.sep
-    wrapped = sep + sep.join(names) + sep
-    return wrapped.count(sep) == len(names) + 1 and sep + sep not in wrapped and sep + '.' not in wrapped
-
-
-def _grouped_order(names: List[str], files: Dict[str, None]) -> Optional[List[int]]:
-    """The order that groups the samples by file (files in order of first use, samples in their order within
-    a file: what the per-file checks give); None when they are grouped already, e.g. one sample per file, as a
-    batch drawn uniformly from a big buffer mostly is."""
-    if len(files) == len(names):
-        return None
-    rank = dict(zip(files, range(len(files))))
-    keys = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
-    if (keys[1:] >= keys[:-1]).all():
-        return None
-    return np.argsort(keys, kind='stable').tolist()
-
-
-def _metadata_columns(columns: Dict[str, List[Any]], positions: Optional[List[int]]) -> Optional[Dict[str, Any]]:
-    """The ``_META_TO_SAMPLE`` fields of the samples at ``positions`` as batch columns (see ``_collate_values``);
-    None where a field is missing on some samples only, or does not collate: no column can hold it."""
-    out = {}
-    for key in _META_TO_SAMPLE:
-        column = columns.get(key)
-        if column is None:
-            continue
-        values = _take(column, positions)
-        if _NONE in set(map(type, values)):
-            if values.count(None) == len(values):  # no sample has it (a column of a list of dicts)
-                continue
-            return None
-        try:
-            out[key] = _collate_values(values)
-        except (ValueError, OverflowError):  # as read one by one, only the policy's keys are collated
-            return None
-    return out
-
-
 def _plain(value: Any) -> Any:
     """JSON-ready copy of priority info values (tensors / arrays / numpy scalars -> lists / numbers)."""
     if isinstance(value, dict):
@@ -485,63 +356,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, 'tolist'):
         return value.tolist()
     return value
-
-
-def _learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
-    """The batches of a learn task's ``data`` answering ``demand``: the list of batches of a ``num_batches``
-    demand, else the one batch. A batch is a list of sample metadata dicts or, where the demand asked for
-    that ``layout``, a dict of columns. Raises ``TaskFail`` naming what is malformed."""
-    columns = demand.get('layout') == COLUMNS_LAYOUT
-    one = 'a list of sample metadata' + (' or a dict of metadata columns' if columns else '')
-    several = 'num_batches' in demand
-    # A dict with a list of data ids is a batch of columns; any other dict in place of a batch is a sample (a
-    # flat batch sent where a list of batches is due).
-    if several and (data.__class__ is not list or any(
-            batch.__class__ is not list and not (columns and batch.__class__ is dict
-                                                 and batch.get('data_id').__class__ is list) for batch in data)):
-        got = type(data).__name__ if data.__class__ is not list else 'a list holding other things'
-        raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches={demand['num_batches']}, "
-                               f"so 'data' must be a list of batches (each {one}), got {got}")
-    batches = data if several else [data]
-    for b, batch in enumerate(batches):
-        if batch.__class__ is list:
-            _check_sample_list(batch, f'data[{b}]' if several else 'data')
-        elif columns and batch.__class__ is dict:
-            _check_columns(batch, f'data[{b}]' if several else "'data'")
-        else:
-            raise TaskFail(message=f"learner_learn_task: 'data' must be {one}, got {type(batch).__name__}")
-    return batches
-
-
-def _check_sample_list(batch: List[Any], where: str) -> None:
-    for i, meta in enumerate(batch):
-        if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
-            raise TaskFail(message=f"learner_learn_task: {where}[{i}] must be a dict with a string 'data_id', "
-                                   f"got {meta!r}")
-
-
-def _check_columns(batch: Dict[str, Any], where: str) -> None:
-    """A dict of columns: lists of one length, a string ``data_id`` for every sample, JSON scalars in the
-    columns the learner reads (others are ignored). Checked a column at a time, not a value at a time."""
-    data_ids = batch.get('data_id')
-    if data_ids.__class__ is not list:
-        raise TaskFail(message=f"learner_learn_task: {where} must have a 'data_id' column (a list of strings), "
-                               f"got {type(data_ids).__name__}")
-    n = len(data_ids)
-    for field, column in batch.items():
-        if column.__class__ is not list or len(column) != n:
-            size = f'{len(column)} values' if column.__class__ is list else f'a {type(column).__name__}'
-            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} must be a list of {n} values "
-                                   f"(one per data_id), got {size}")
-    if not set(map(type, data_ids)) <= {str}:
-        bad = next(v for v in data_ids if v.__class__ is not str)
-        raise TaskFail(message=f"learner_learn_task: {where}: every data_id must be a string, got {bad!r}")
-    for field in METADATA_FIELDS:
-        column = batch.get(field)
-        if column is not None and not set(map(type, column)) <= JSON_SCALAR_TYPES:
-            bad = next(v for v in column if type(v) not in JSON_SCALAR_TYPES)
-            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
-                                   f"booleans and None only, got {bad!r}")
 
 
 @COMM_LEARNER_REGISTRY.register('flask_fs')
@@ -779,7 +593,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
             # the counts reach the coordinator with the next learn info.
             run.batch_rejected(stale, unreadable)
-            message = (f'all {_batch_size(metadata)} samples of the batch were rejected (stale: {stale}, '
+            message = (f'all {batch_size_of(metadata)} samples of the batch were rejected (stale: {stale}, '
                        f'unreadable: {unreadable}); asking for new data')
             self._logger.warning(f'learner task {run.task_id}: {message}')
             self._put(self._learn_info_queue, {'task_id': run.task_id, 'trained': False, 'infos': [],
@@ -840,10 +654,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
         collated here, column by column from the cached files (``SampleReader.gather``): a dict of batched
         tensors, what the policy would make of the list of sample dicts, at a fraction of the cost. Where the
         files do not allow that, it is the list of sample dicts, as the policy also accepts. Either way the
-        replay buffer's fields of the metadata (``_META_TO_SAMPLE``) are part of each sample. Samples are
+        replay buffer's fields of the metadata (``META_TO_SAMPLE``) are part of each sample. Samples are
         grouped by file (files in order of first use).
         """
-        columns = _as_columns(metadata)
+        columns = as_columns(metadata)
         positions, stale = self._fresh_positions(run, columns)
         if not columns['data_id'] or (positions is not None and not positions):
             return [], [], stale, 0
@@ -869,7 +683,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
         batch = None
         if gathered is not None:
-            meta = _metadata_columns(columns, kept)
+            meta = metadata_columns(columns, kept)
             if meta is not None:
                 gathered.update(meta)
                 batch = gathered
@@ -881,7 +695,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             versions = batch.get('policy_iter', ())
             if isinstance(versions, torch.Tensor) and versions.dtype is not torch.bool:
                 return batch, versions.tolist(), stale, unreadable  # numbers all
-        return batch, [p for p in versions if _number(p) is not None], stale, unreadable
+        return batch, [p for p in versions if number_or_none(p) is not None], stale, unreadable
 
     @staticmethod
     def _fresh_positions(run: _Run, columns: Dict[str, List[Any]]) -> Tuple[Optional[List[int]], int]:
@@ -890,7 +704,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         bound = run.max_staleness
         if bound == math.inf:
             return None, 0
-        versions = _policy_versions(columns, len(columns['data_id']))
+        versions = policy_versions(columns, len(columns['data_id']))
         too_old = (run.next_batch_iter() - versions) > bound  # NaN compares False: kept
         stale = int(np.count_nonzero(too_old))
         return (np.flatnonzero(~too_old).tolist() if stale else None), stale
@@ -901,7 +715,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         """``(rows, positions of their samples)`` without a check per file, when every data id is well formed
         and names a cached file not known to be bad: the usual case once the reader's cache is warm. None
         otherwise (``_checked_rows`` reads, checks and logs). An index beyond its file makes ``gather`` raise."""
-        split = _split_data_ids(_take(columns['data_id'], positions))
+        split = split_data_ids(take(columns['data_id'], positions))
         if split is None:
             return None
         names, indices, files = split
@@ -909,10 +723,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
             return None
         if not all(map(run.reader.cached, files)):
             return None
-        order = _grouped_order(names, files)
+        order = grouped_order(names, files)
         if order is not None:
-            names, indices = _take(names, order), _take(indices, order)
-            positions = _take(positions, order) if positions is not None else order
+            names, indices = take(names, order), take(indices, order)
+            positions = take(positions, order) if positions is not None else order
         return list(zip(names, indices)), positions
 
     def _checked_rows(self, run: _Run, columns: Dict[str, List[Any]],
@@ -973,8 +787,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def _read_one_by_one(self, run: _Run, rows: List[Tuple[str, int]], columns: Dict[str, List[Any]],
                          positions: Optional[List[int]]) -> Tuple[List[Dict[str, Any]], int]:
         """The batch as a list of sample dicts (files that ``gather`` cannot collate), each with its metadata
-        fields of ``_META_TO_SAMPLE``; and how many samples could not be read."""
-        meta = [(key, columns[key]) for key in _META_TO_SAMPLE if columns.get(key) is not None]
+        fields of ``META_TO_SAMPLE``; and how many samples could not be read."""
+        meta = [(key, columns[key]) for key in META_TO_SAMPLE if columns.get(key) is not None]
         batch, failed = [], 0
         for (name, index), i in zip(rows, range(len(rows)) if positions is None else positions):
             try:  # a new dict: the fields may be added
@@ -1064,7 +878,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         scalar = learner.log_buffer['scalar']
         info: Dict[str, Any] = {}
         for k, v in scalar.items():
-            v = _number(v)
+            v = number_or_none(v)
             if v is not None and k not in _OWN_SCALARS:
                 info[k] = v
         if 'total_loss' in info:
@@ -1346,7 +1160,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             raise TaskFail(message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
                                    f'send learner_get_data_task first')
         several = 'num_batches' in run.outstanding_demand
-        batches = _learn_task_batches(run.outstanding_demand, data)
+        batches = learn_task_batches(run.outstanding_demand, data)
         began = run.task_began()
         # The demand this learn task serves: the loader issues the next one only after receiving this data.
         served = run.demands_issued

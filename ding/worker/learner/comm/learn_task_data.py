@@ -1,0 +1,204 @@
+"""The data of a learn task: checking its batches of sample metadata (lists of dicts, or dicts of columns),
+and the helpers that turn metadata into training batches: data ids split into (file, index) rows, samples
+grouped by file, the replay buffer's fields as batch columns. No torch model code here: it is shared by the
+comm learner's loader and its tests."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from ding.interaction import TaskFail
+from ding.utils.collate import default_collate
+from ding.utils.learn_task_layout import COLUMNS_LAYOUT, JSON_SCALAR_TYPES
+
+# Metadata fields copied onto the loaded sample: the replay buffer's bookkeeping (priority updates,
+# importance-sampling weights) and the policy version that produced it.
+META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'policy_iter')
+# The metadata fields the learner reads, named in its demands (``fields``): the data id, the policy version
+# that ``max_staleness`` and the policy lag use (``collect_iter`` where a sample has no ``policy_iter``), and
+# ``META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
+METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
+                   'priority')
+
+
+def number_or_none(v: Any) -> Optional[float]:
+    if v.__class__ is float or v.__class__ is int:
+        return v
+    return None
+
+
+_PLAIN_DTYPES = {int: np.int64, float: np.float32, bool: np.bool_}
+_NONE = type(None)
+_NUMBERS_OR_NONE = frozenset((int, float, _NONE))
+
+
+def collate_values(values: List[Any]) -> Any:
+    """``default_collate(values)``, quicker for the metadata's plain ints / floats / strings of one type."""
+    types = set(map(type, values))
+    if len(types) == 1:
+        cls = values[0].__class__
+        if cls is str:
+            return list(values)
+        dtype = _PLAIN_DTYPES.get(cls)
+        if dtype is not None:
+            return torch.from_numpy(np.array(values, dtype=dtype))
+    return default_collate(values)
+
+
+def batch_size_of(batch: Any) -> int:
+    """How many samples a batch of metadata holds (a list of dicts, or a dict of columns)."""
+    if batch.__class__ is dict:
+        return len(batch.get('data_id') or ())
+    return len(batch)
+
+
+def as_columns(batch: Any) -> Dict[str, List[Any]]:
+    """A batch of metadata as columns of ``METADATA_FIELDS``, None where a sample lacks the field: a dict of
+    columns as received, or the list of sample dicts of a coordinator that ignores the columns opt-in."""
+    if batch.__class__ is dict:
+        return batch
+    return {field: [meta.get(field) for meta in batch] for field in METADATA_FIELDS}
+
+
+def take(values: List[Any], positions: Optional[List[int]]) -> List[Any]:
+    """``values`` at ``positions`` (None: all of them, in order)."""
+    if positions is None:
+        return values
+    return [values[p] for p in positions]
+
+
+def _numbers(values: Optional[List[Any]], n: int) -> np.ndarray:
+    """A metadata column as float64, NaN where a sample has no int / float (missing, a string, a bool)."""
+    if values is None:
+        return np.full(n, np.nan)
+    if set(map(type, values)) <= _NUMBERS_OR_NONE:
+        return np.array(values, dtype=np.float64)  # None -> NaN
+    return np.array([v if number_or_none(v) is not None else np.nan for v in values], dtype=np.float64)
+
+
+def policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
+    """The policy iteration of each sample: ``policy_iter``, else ``collect_iter``, else NaN."""
+    versions = _numbers(columns.get('policy_iter'), n)
+    unknown = np.isnan(versions)
+    if unknown.any():
+        versions = np.where(unknown, _numbers(columns.get('collect_iter'), n), versions)
+    return versions
+
+
+def split_data_ids(data_ids: List[str]) -> Optional[Tuple[List[str], List[int], Dict[str, None]]]:
+    """``(file names, indices, the files in order of first use)`` of ``data_ids`` as ``split_data_id`` gives
+    them, in a few passes of C string methods over the lists rather than a Python call per sample; None when
+    any is malformed (``split_data_id`` then finds and names it)."""
+    parts = [data_id.rpartition('#') for data_id in data_ids]
+    names = [part[0] for part in parts]
+    digits = [part[2] for part in parts]
+    files = dict.fromkeys(names)
+    if not all(map(str.isdigit, digits)) or not _plain_file_names(files):
+        return None
+    try:
+        indices = list(map(int, digits))
+    except ValueError:  # digits that int() does not read (e.g. superscripts)
+        return None
+    return names, indices, files
+
+
+def _plain_file_names(names: Dict[str, None]) -> bool:
+    """Whether every name is one that ``split_data_id`` accepts (not empty, no leading dot, no path separator),
+    checked on all of them at once: joined between separators, a bad name shows as an extra separator, two
+    adjacent ones, or a separator followed by a dot."""
+    sep = os.sep
+    wrapped = sep + sep.join(names) + sep
+    return wrapped.count(sep) == len(names) + 1 and sep + sep not in wrapped and sep + '.' not in wrapped
+
+
+def grouped_order(names: List[str], files: Dict[str, None]) -> Optional[List[int]]:
+    """The order that groups the samples by file (files in order of first use, samples in their order within
+    a file: what the per-file checks give); None when they are grouped already, e.g. one sample per file, as a
+    batch drawn uniformly from a big buffer mostly is."""
+    if len(files) == len(names):
+        return None
+    rank = dict(zip(files, range(len(files))))
+    keys = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+    if (keys[1:] >= keys[:-1]).all():
+        return None
+    return np.argsort(keys, kind='stable').tolist()
+
+
+def metadata_columns(columns: Dict[str, List[Any]], positions: Optional[List[int]]) -> Optional[Dict[str, Any]]:
+    """The ``META_TO_SAMPLE`` fields of the samples at ``positions`` as batch columns (see ``collate_values``);
+    None where a field is missing on some samples only, or does not collate: no column can hold it."""
+    out = {}
+    for key in META_TO_SAMPLE:
+        column = columns.get(key)
+        if column is None:
+            continue
+        values = take(column, positions)
+        if _NONE in set(map(type, values)):
+            if values.count(None) == len(values):  # no sample has it (a column of a list of dicts)
+                continue
+            return None
+        try:
+            out[key] = collate_values(values)
+        except (ValueError, OverflowError):  # as read one by one, only the policy's keys are collated
+            return None
+    return out
+
+
+def learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
+    """The batches of a learn task's ``data`` answering ``demand``: the list of batches of a ``num_batches``
+    demand, else the one batch. A batch is a list of sample metadata dicts or, where the demand asked for
+    that ``layout``, a dict of columns. Raises ``TaskFail`` naming what is malformed."""
+    columns = demand.get('layout') == COLUMNS_LAYOUT
+    one = 'a list of sample metadata' + (' or a dict of metadata columns' if columns else '')
+    several = 'num_batches' in demand
+    # A dict with a list of data ids is a batch of columns; any other dict in place of a batch is a sample (a
+    # flat batch sent where a list of batches is due).
+    if several and (data.__class__ is not list or any(
+            batch.__class__ is not list and not (columns and batch.__class__ is dict
+                                                 and batch.get('data_id').__class__ is list) for batch in data)):
+        got = type(data).__name__ if data.__class__ is not list else 'a list holding other things'
+        raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches={demand['num_batches']}, "
+                               f"so 'data' must be a list of batches (each {one}), got {got}")
+    batches = data if several else [data]
+    for b, batch in enumerate(batches):
+        if batch.__class__ is list:
+            _check_sample_list(batch, f'data[{b}]' if several else 'data')
+        elif columns and batch.__class__ is dict:
+            _check_columns(batch, f'data[{b}]' if several else "'data'")
+        else:
+            raise TaskFail(message=f"learner_learn_task: 'data' must be {one}, got {type(batch).__name__}")
+    return batches
+
+
+def _check_sample_list(batch: List[Any], where: str) -> None:
+    for i, meta in enumerate(batch):
+        if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
+            raise TaskFail(message=f"learner_learn_task: {where}[{i}] must be a dict with a string 'data_id', "
+                                   f"got {meta!r}")
+
+
+def _check_columns(batch: Dict[str, Any], where: str) -> None:
+    """A dict of columns: lists of one length, a string ``data_id`` for every sample, JSON scalars in the
+    columns the learner reads (others are ignored). Checked a column at a time, not a value at a time."""
+    data_ids = batch.get('data_id')
+    if data_ids.__class__ is not list:
+        raise TaskFail(message=f"learner_learn_task: {where} must have a 'data_id' column (a list of strings), "
+                               f"got {type(data_ids).__name__}")
+    n = len(data_ids)
+    for field, column in batch.items():
+        if column.__class__ is not list or len(column) != n:
+            size = f'{len(column)} values' if column.__class__ is list else f'a {type(column).__name__}'
+            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} must be a list of {n} values "
+                                   f"(one per data_id), got {size}")
+    if not set(map(type, data_ids)) <= {str}:
+        bad = next(v for v in data_ids if v.__class__ is not str)
+        raise TaskFail(message=f"learner_learn_task: {where}: every data_id must be a string, got {bad!r}")
+    for field in METADATA_FIELDS:
+        column = batch.get(field)
+        if column is not None and not set(map(type, column)) <= JSON_SCALAR_TYPES:
+            bad = next(v for v in column if type(v) not in JSON_SCALAR_TYPES)
+            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
+                                   f"booleans and None only, got {bad!r}")
