@@ -12,7 +12,8 @@
        left out: they wait for the first 512 samples, when collectors are the bottleneck);
      - CPU it/s: iterations per CPU second of the whole learner process (every thread: training, data
        loader, HTTP tasks, sample reads, policy files), from the first learn info to the last, from the comm
-       learner's end-of-run log line; that line also gives the seconds the learner waited with no batch
+       learner's end-of-run log line (which also gives the training thread's own CPU seconds: the ratio
+       of that alone shows what the other threads cost); that line also gives the seconds the learner waited with no batch
        received (``starved``: the wait for the first 512 samples included; the rest is time in which the
        coordinator, not the learner, was the limit).
    * serial: ``BaseLearner.train`` on the same DQN policy, same batch size, batches of real CartPole
@@ -54,7 +55,7 @@ SUMMARY = re.compile(r'\[ding\] (?P<exp>\S+): (?P<status>SOLVED|not solved[^|]*?
                      r'train iters (?P<iters>\d+) \| wall (?P<wall>[\d.]+)s \| best eval return (?P<best>\S+)')
 IT_S = re.compile(r'iteration (\d+): averages over \d+ iterations \(([\d.]+) it/s\)')
 RUN_END = re.compile(r'([\d.]+)s waiting with no batch received; from the first learn info to the last: (\d+) '
-                     r'iterations in ([\d.]+)s wall, ([\d.]+)s process CPU')
+                     r'iterations in ([\d.]+)s wall, ([\d.]+)s process CPU \(([\d.]+)s of it in the training thread\)')
 
 
 # ---- memory of a process tree, from /proc ------------------------------------------------------------
@@ -185,10 +186,10 @@ def parallel_learner_rate(workdir: str, iters: int) -> Dict[str, float]:
         end = RUN_END.findall(f.read())
     if not rates or not end:
         raise RuntimeError(f'{exp}: no learner rates in the logs under {workdir}/{exp}/log')
-    starved, n, wall, cpu = end[-1]
+    starved, n, wall, cpu, training = end[-1]
     shutil.rmtree(os.path.join(workdir, exp), ignore_errors=True)  # the next repeat starts afresh
     return dict(wall=statistics.median(rates), cpu=int(n) / float(cpu), starved=float(starved),
-                run_wall=float(wall))
+                run_wall=float(wall), training=int(n) / float(training))
 
 
 def serial_learner_rate(workdir: str, iters: int) -> Dict[str, float]:
@@ -278,7 +279,8 @@ def main() -> None:
         print(f"learner it/s: parallel {par['wall']:.1f} wall ({par['starved']:.1f}s of {par['run_wall']:.1f}s with "
               f"no batch, warm-up included), {par['cpu']:.1f} per CPU s | serial (mean of the runs before and "
               f"after) {ser['wall']:.1f} wall, {ser['cpu']:.1f} per CPU s | "
-              f"ratio: CPU {par['cpu'] / ser['cpu']:.2f}, wall {par['wall'] / ser['wall']:.2f}")
+              f"ratio: CPU {par['cpu'] / ser['cpu']:.2f} (training thread alone {par['training'] / ser['cpu']:.2f}), "
+              f"wall {par['wall'] / ser['wall']:.2f}")
     if len(rates) > 1:
         print(f"median ratio over {len(rates)} comparisons: CPU "
               f"{statistics.median(p['cpu'] / s['cpu'] for p, s in rates):.2f}, wall "

@@ -55,6 +55,10 @@ class SlowDiskLearner(FlaskFileSystemLearner):
         time.sleep(0.2)
         return super()._load_batch(run, metadata)
 
+    def _load_group(self, run, batches):  # a learn task's batches built at once read their files at once
+        time.sleep(0.2)
+        return super()._load_group(run, batches)
+
 
 @pytest.fixture(params=['local_disk', 'slow_disk'])
 def any_disk_conn(request, master, workdir):

@@ -53,9 +53,9 @@ from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
-from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, as_columns, batch_size_of, grouped_order,
-                              learn_task_batches, metadata_columns, number_or_none, policy_versions,
-                              split_data_ids, take)
+from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, as_columns, batch_size_of, group_metadata,
+                              group_rows, grouped_order, learn_task_batches, metadata_columns, number_or_none, policy_iters,
+                              policy_versions, split_batch, split_data_ids, take)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
@@ -73,6 +73,16 @@ class _Infos:
 
     def __init__(self, items: List[Dict[str, Any]]) -> None:
         self.items = items
+
+
+class _Prepared:
+    """A batch built ahead, with the rest of its learn task (``FlaskFileSystemLearner._load_group``): what
+    ``_load_batch`` returns for it."""
+
+    __slots__ = ('loaded', )
+
+    def __init__(self, loaded: Tuple[Any, List[Any], int, int]) -> None:
+        self.loaded = loaded
 
 
 class _Demanded:
@@ -249,8 +259,8 @@ class _Run:
         # (wall clock, process CPU time) when the first and the latest learn info of the run were sent: the
         # run's end log reports the iterations between them with the wall time and the CPU time of this whole
         # process (every thread: training, data loading, HTTP tasks, policy files), which benchmarks read.
-        self.first_info_clock: Optional[Tuple[float, float]] = None
-        self.last_info_clock: Optional[Tuple[float, float]] = None
+        self.first_info_clock: Optional[Tuple[float, float, float]] = None
+        self.last_info_clock: Optional[Tuple[float, float, float]] = None  # wall, process, thread CPU
         # Which iteration a requested batch will train at, known without racing the learner thread:
         # batches handed to the learner minus batches trained are still to come before it.
         self._iter_lock = threading.Lock()
@@ -585,9 +595,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 metadata = self._get(self._data_result_queue, run)
                 if metadata is None:
                     break
-            batch, policy_iters, stale, unreadable = self._load_batch(run, metadata)
+            if metadata.__class__ is _Prepared:
+                batch, versions, stale, unreadable = metadata.loaded
+            else:
+                batch, versions, stale, unreadable = self._load_batch(run, metadata)
             if batch:
-                run.batch_stats.append((policy_iters, stale, unreadable))
+                run.batch_stats.append((versions, stale, unreadable))
                 run.batch_handed()
                 return batch
             # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
@@ -622,7 +635,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     if received is None:
                         return None
                 if received is not None:
-                    run.pending.extend(received)
+                    run.pending.extend(self._load_group(run, received))
                     run.demand_out = False
             if not run.demand_out and len(run.pending) < 2 * run.comm_batches:
                 wanted = run.learner.cfg.train_iterations - run.batches_handed - len(run.pending)
@@ -690,12 +703,49 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if batch is None:
             batch, failed = self._read_one_by_one(run, rows, columns, kept)
             unreadable += failed
-            versions = [s.get('policy_iter') for s in batch]
-        else:
-            versions = batch.get('policy_iter', ())
-            if isinstance(versions, torch.Tensor) and versions.dtype is not torch.bool:
-                return batch, versions.tolist(), stale, unreadable  # numbers all
-        return batch, [p for p in versions if number_or_none(p) is not None], stale, unreadable
+        return batch, policy_iters(batch), stale, unreadable
+
+    def _load_group(self, run: _Run, batches: List[Any]) -> List[Any]:
+        """A learn task's batches (``num_batches`` runs), built all at once where that gives what ``_load_batch``
+        gives for each (the usual case: columns of well-formed data ids of files that load, no staleness
+        bound): one data-id split, one ``gather`` and one metadata collation for the task instead of one per
+        batch, so the data loader runs once per learn task rather than once per iteration. The batches come
+        back as ``_Prepared`` (views of the task's tensors); otherwise as received, each built when handed over
+        (which also finds, logs and counts what is wrong with them).
+        """
+        if run.max_staleness != math.inf or len(batches) < 2:
+            return batches  # staleness is judged against the learner's iteration when a batch is handed over
+        rows = group_rows(batches)
+        if rows is None:
+            return batches
+        names, indices, sizes, files, order = rows
+        if run.bad_files and not run.bad_files.keys().isdisjoint(files):
+            return batches
+        meta = group_metadata(batches, order)
+        if meta is None or not self._load_files(run, files):
+            return batches
+        try:
+            gathered = run.reader.gather(list(zip(names, indices)))
+        except Exception:  # e.g. an index beyond its file
+            return batches
+        if gathered is None:
+            return batches
+        gathered.update(meta)
+        return [_Prepared((batch, policy_iters(batch), 0, 0)) for batch in split_batch(gathered, sizes)]
+
+    def _load_files(self, run: _Run, files: Dict[str, None]) -> bool:
+        """Load the files not cached yet (concurrently on the read pool); False if one does not load."""
+        reader = run.reader
+        uncached = [name for name in files if not reader.cached(name)]
+        try:
+            if self._pool is not None and len(uncached) > 1:
+                list(self._pool.map(reader.num_samples, uncached))
+            else:
+                for name in uncached:
+                    reader.num_samples(name)
+        except Exception:  # unreadable, or not a sample file: _load_batch logs and counts it
+            return False
+        return True
 
     @staticmethod
     def _fresh_positions(run: _Run, columns: Dict[str, List[Any]]) -> Tuple[Optional[List[int]], int]:
@@ -907,7 +957,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if info['learner_done']:
             run.reason = 'finished'
         if self._hand_over_info(run, info):
-            run.last_info_clock = (time.perf_counter(), time.process_time())
+            run.last_info_clock = (time.perf_counter(), time.process_time(), time.thread_time())
             if run.first_info_clock is None:
                 run.first_info_clock = run.last_info_clock
             run.learn_infos += 1
@@ -1099,8 +1149,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if run.first_info_clock is not None and run.learn_infos > 1:
                 wall = run.last_info_clock[0] - run.first_info_clock[0]
                 cpu = run.last_info_clock[1] - run.first_info_clock[1]
+                training = run.last_info_clock[2] - run.first_info_clock[2]
                 rates = (f'; from the first learn info to the last: {run.learn_infos - 1} iterations in '
-                         f'{wall:.2f}s wall, {cpu:.2f}s process CPU')
+                         f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)')
             self._logger.info(f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
                               f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
                               f'{run.rejected_batches} batches rejected; per data round '

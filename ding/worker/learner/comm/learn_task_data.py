@@ -5,6 +5,7 @@ comm learner's loader and its tests."""
 from __future__ import annotations
 
 import os
+from itertools import accumulate, chain
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -202,3 +203,65 @@ def _check_columns(batch: Dict[str, Any], where: str) -> None:
             bad = next(v for v in column if type(v) not in JSON_SCALAR_TYPES)
             raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
                                    f"booleans and None only, got {bad!r}")
+
+
+def group_rows(batches: List[Any]) -> Optional[Tuple[List[str], List[int], List[int], Dict[str, None], List[int]]]:
+    """The rows of a learn task's batches taken together: ``(file names, indices, batch sizes, files in order of
+    first use, order)`` (``order``: the rows' positions in the batches' columns, joined), each batch's rows grouped by file as ``grouped_order`` groups the rows of one batch (and the
+    batches one after another). None when a batch is not a dict of columns, or empty, or a data id is
+    malformed: each batch is then built on its own, which finds and names the problem."""
+    if not all(batch.__class__ is dict for batch in batches):
+        return None
+    sizes = [len(batch['data_id']) for batch in batches]
+    if not all(sizes):
+        return None
+    split = split_data_ids(list(chain.from_iterable(batch['data_id'] for batch in batches)))
+    if split is None:
+        return None
+    names, indices, files = split
+    rank = dict(zip(files, range(len(files))))
+    file_of = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+    batch_of = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    # A row's key: where its file is first used in its batch. Keys rise from batch to batch, and sorting by
+    # them (stable) orders each batch's files by first use, keeping the order of the rows within a file.
+    _, first, inverse = np.unique(batch_of * len(files) + file_of, return_index=True, return_inverse=True)
+    order = np.argsort(first[inverse.reshape(-1)], kind='stable').tolist()
+    return take(names, order), take(indices, order), sizes, files, order
+
+
+def group_metadata(batches: List[Dict[str, List[Any]]], order: List[int]) -> Optional[Dict[str, Any]]:
+    """``metadata_columns`` of all the batches' rows at once (rows in ``order``); None where that could differ
+    from collating each batch on its own: a field some batches lack, or values of more than one type."""
+    joined = {}
+    for key in META_TO_SAMPLE:
+        columns = [batch.get(key) for batch in batches]
+        if all(column is None for column in columns):
+            continue
+        if any(column is None for column in columns):
+            return None
+        values = list(chain.from_iterable(columns))
+        if len(set(map(type, values))) != 1:
+            return None
+        joined[key] = values
+    return metadata_columns(joined, order)
+
+
+def split_batch(batch: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
+    """A collated batch cut into consecutive batches of ``sizes`` rows (tensors as views, lists as slices)."""
+    parts = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            parts[key] = value.split(sizes)
+        else:
+            ends = list(accumulate(sizes))
+            parts[key] = [value[end - size:end] for size, end in zip(sizes, ends)]
+    return [{key: part[k] for key, part in parts.items()} for k in range(len(sizes))]
+
+
+def policy_iters(batch: Any) -> List[Any]:
+    """The policy version of each sample of a built batch (a collated dict or a list of sample dicts) that has
+    a number there."""
+    versions = batch.get('policy_iter', ()) if batch.__class__ is dict else [s.get('policy_iter') for s in batch]
+    if isinstance(versions, torch.Tensor) and versions.dtype is not torch.bool:
+        return versions.tolist()  # numbers all
+    return [p for p in versions if number_or_none(p) is not None]

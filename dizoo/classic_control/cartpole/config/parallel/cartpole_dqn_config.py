@@ -34,9 +34,10 @@ cartpole_dqn_config = dict(
                 # publish the weights every 10 iterations (DI-engine: every iteration); collectors reload
                 # them every update_policy_second anyway, and each publish costs the learner a snapshot
                 send_policy_freq=10,
-                # batches prepared ahead by the learner's data loader, refilled in bursts of 4: each wake-up
-                # of the loader thread also costs the training thread a hand-over of the GIL
-                dataloader=dict(queue_maxsize=8, refill_at=4),
+                # batches prepared ahead by the learner's data loader, refilled in bursts of 24: each wake-up
+                # of the loader thread also costs the training thread a hand-over of the GIL (the comm learner
+                # builds a learn task's 64 batches at once, so a refill only hands them over)
+                dataloader=dict(queue_maxsize=32, refill_at=8),
             ),
         ),
         collect=dict(
