@@ -8,6 +8,12 @@ process that launched it is gone (so that a killed pipeline leaves no worker beh
 Once serving, it writes a ready file (``--ready-file``, JSON ``{pid, role, name, host, port}``,
 written atomically) that tells the pipeline the worker is up and on which port it really listens.
 A worker whose port is taken exits with ``EXIT_PORT_IN_USE`` so that the pipeline can pick another.
+
+``python -m ding.entry.parallel_worker --warm EXP_DIR`` is a worker started before the pipeline's config is
+compiled: it imports torch meanwhile (the slowest part of a worker's start), then reads one JSON line from
+its standard input, ``{role, name, config, ready_file, log, enable_flask_log}``, sends its output to that
+log file and runs as that worker. An empty input (the pipeline closed it) ends it at once, having written
+nothing.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ from easydict import EasyDict
 ROLES = ('learner', 'collector')
 EXIT_PORT_IN_USE = 98
 EXIT_CONFIG_ERROR = 2
+# Intra-op threads of a warm worker's torch (sized at import): it may become a worker whose torch_threads is this.
+WARM_TORCH_THREADS = 1
 # How often a worker checks that the pipeline that launched it still exists.
 PARENT_CHECK_SECONDS = 1.0
 
@@ -146,8 +154,11 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
     from .startup import import_for_run, limit_openmp_threads
     # Workers share the machine's cores: one intra-op thread each avoids oversubscription.
     threads = int(wcfg.get('torch_threads', 1))
-    limit_openmp_threads(threads)
-    torch = import_for_run('torch')
+    if 'torch' in sys.modules:  # a warm worker: imported with WARM_TORCH_THREADS (the pipeline checked them)
+        import torch
+    else:
+        limit_openmp_threads(threads)
+        torch = import_for_run('torch')
     from ding.utils import set_pkg_seed
     torch.set_num_threads(threads)
     set_pkg_seed(int(wcfg.seed), use_cuda=False)
@@ -181,19 +192,49 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
                 print(f'ding parallel worker {name}: error while closing: {exc!r}', file=sys.stderr, flush=True)
 
 
+def run_warm(assignments: Any = None) -> int:
+    """``--warm``: import torch, then become the worker the pipeline names on ``assignments`` (standard input
+    by default; see the module doc). Returns the worker's exit code, 0 when no worker was asked for."""
+    from .startup import import_for_run, limit_openmp_threads
+    limit_openmp_threads(WARM_TORCH_THREADS)
+    import_for_run('torch')
+    import_for_run('ding.interaction')  # Flask and werkzeug: both roles serve
+    line = (assignments or sys.stdin).readline()
+    if not line.strip():
+        return 0
+    try:
+        task = json.loads(line)
+        role, name, config, ready_file, log = (task[k] for k in ('role', 'name', 'config', 'ready_file', 'log'))
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f'ding parallel worker (warm): bad assignment {line[:200]!r}: {exc!r}', file=sys.stderr, flush=True)
+        return EXIT_CONFIG_ERROR
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return run_worker(role, name, config, ready_file, not task.get('enable_flask_log', False))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='python -m ding.entry.parallel_worker',
                                 description='Run one learner or collector of the parallel pipeline.')
-    p.add_argument('--role', required=True, choices=ROLES)
-    p.add_argument('--name', required=True, help='the worker entry in system.learner / system.collector')
-    p.add_argument('--config', required=True, help='parallel_config.json written by the pipeline')
+    p.add_argument('--warm', metavar='EXP_DIR', help='import torch, then read which worker to be from stdin '
+                                                     '(EXP_DIR: the run it is for, shown by ps)')
+    p.add_argument('--role', choices=ROLES)
+    p.add_argument('--name', help='the worker entry in system.learner / system.collector')
+    p.add_argument('--config', help='parallel_config.json written by the pipeline')
     p.add_argument('--ready-file', help='file to write {pid, host, port} to once serving')
     p.add_argument('--enable-flask-log', action='store_true', help='keep the per-request HTTP log')
     return p
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.warm:
+        return run_warm()
+    if not (args.role and args.name and args.config):
+        parser.error('--role, --name and --config are required (or --warm)')
     return run_worker(args.role, args.name, args.config, args.ready_file, not args.enable_flask_log)
 
 
