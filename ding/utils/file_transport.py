@@ -303,10 +303,21 @@ class SampleReader:
             return None
         names, indices = zip(*rows)
         unique = list(dict.fromkeys(names))
+        which = np.fromiter(map(dict(zip(unique, range(len(unique)))).__getitem__, names), np.intp, len(names))
+        return self.gather_indexed(unique, which, indices)
+
+    def gather_indexed(self, unique: Sequence[str], which: np.ndarray,
+                       indices: Sequence[int]) -> Optional[Dict[str, Any]]:
+        """``gather`` of the rows ``(unique[which[j]], indices[j])``: ``unique`` the distinct file names,
+        ``which`` each row's position in it (an integer array), for a caller that has its rows in this form."""
+        if not len(which):
+            return None
+        unique = list(unique)
         entries = self._entries(unique)
-        batch = self._gather_stored(names, indices, unique, entries)
+        batch = self._gather_stored(which, indices, unique, entries)
         if batch is not None and len(batch) == len(entries[0].columns):  # the usual case: every key stored
             return batch
+        rows = list(zip(map(unique.__getitem__, which.tolist()), np.asarray(indices).tolist()))
         files = dict(zip(unique, entries))
         if batch is None:
             if not _one_key_set(entries):
@@ -325,25 +336,25 @@ class SampleReader:
                     self._cache.move_to_end(name)
         return [entry if entry is not None else self._file(name) for name, entry in zip(names, entries)]
 
-    def _gather_stored(self, names: Tuple[str, ...], indices: Tuple[int, ...], unique: List[str],
+    def _gather_stored(self, where: np.ndarray, indices: Sequence[int], unique: List[str],
                        entries: List[_CachedFile]) -> Optional[Dict[str, torch.Tensor]]:
         """The stored columns of the batch when all its files are in one row store (storing new files in
-        theirs first), else None. Raises ``IndexError`` for an index beyond its file."""
-        index_array = np.array(indices)
+        theirs first), else None; ``where``: each row's file, as a position in ``unique``. Raises
+        ``IndexError`` for an index beyond its file."""
+        index_array = np.asarray(indices)
         if index_array.dtype.kind not in 'iu':  # not plain integers: the generic path treats them as before
             return None
-        where = np.fromiter(map(dict(zip(unique, range(len(unique)))).__getitem__, names), np.intp, len(names))
-        located = self._store_rows(names, index_array, where, entries)
+        located = self._store_rows(unique, index_array, where, entries)
         if located is None:
             self._store_new(unique, entries)
-            located = self._store_rows(names, index_array, where, entries)
+            located = self._store_rows(unique, index_array, where, entries)
             if located is None:
                 return None
         columns, store_rows = located
         # Outside the lock: appends write beyond these rows and a rebuild makes new arrays.
         return {key: torch.from_numpy(column.take(store_rows, axis=0)) for key, column in columns.items()}
 
-    def _store_rows(self, names: Tuple[str, ...], index_array: np.ndarray, where: np.ndarray,
+    def _store_rows(self, unique: List[str], index_array: np.ndarray, where: np.ndarray,
                     entries: List[_CachedFile]) -> Optional[Tuple[Dict[str, np.ndarray], np.ndarray]]:
         """``(the store's columns, the batch's rows in them)`` if every file is in one store, else None;
         ``where`` is each row's file, as a position in ``entries``. Under the lock: evictions and rebuilds
@@ -356,7 +367,7 @@ class SampleReader:
             beyond = index_array.astype(np.uint64) >= sizes  # a negative index wraps round to a huge one
             if beyond.any():
                 j = int(np.flatnonzero(beyond)[0])
-                raise _index_error(names[j], int(index_array[j]), int(sizes[j]))
+                raise _index_error(unique[where[j]], int(index_array[j]), int(sizes[j]))
             bases = np.array([entry.base for entry in entries])[where]
             return store.columns, bases + index_array
 

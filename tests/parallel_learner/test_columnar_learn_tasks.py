@@ -68,6 +68,23 @@ def test_demand_names_the_fields_it_reads_and_asks_for_columns(conn, comm, workd
             'priority'} == set(demand['fields'])
 
 
+def test_a_policy_without_prioritized_replay_asks_for_fewer_fields(conn, comm, workdir):
+    metadata = write_sample_file(os.path.join(workdir, 'data'), BATCH, policy_iter=0)
+    task = start_task('task_u', 2)
+    task['task_info']['policy'].update(priority=False, priority_IS_weight=False)
+    ok(conn, task)
+    demands = []
+
+    def batch_for(demand):
+        demands.append(demand)
+        return learn_task_payload(demand, [metadata])
+
+    infos = train(conn, 'task_u', batch_for)
+    assert [d['fields'] for d in demands] == [['data_id', 'policy_iter', 'collect_iter']] * 2
+    assert 'replay_unique_id' not in learn_task_payload(demands[0], [metadata])
+    assert [i['policy_lag']['max'] for i in infos] == [0, 1] and all(i['priority_info'] is None for i in infos)
+
+
 def test_columns_give_the_batches_that_lists_of_dicts_give(recording, workdir):
     comm, conn = recording
     data = os.path.join(workdir, 'data')

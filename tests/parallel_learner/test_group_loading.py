@@ -8,7 +8,8 @@ import torch
 from comm_helpers import BATCH, comm_config, ok, serving, start_task, write_sample_file
 from ding.worker.coordinator.comm_coordinator import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
-from ding.worker.learner.comm.learn_task_data import group_rows, grouped_order, split_batch, split_data_ids
+from ding.worker.learner.comm.learn_task_data import (DataIdRows, group_rows, grouped_order, split_batch,
+                                                     split_data_ids)
 
 
 class GroupRecordingLearner(FlaskFileSystemLearner):
@@ -100,8 +101,8 @@ def test_with_a_staleness_bound_each_batch_is_judged_when_handed_over(master, wo
 def test_group_rows_orders_each_batch_by_file_like_one_batch_alone():
     batches = [{'data_id': ['f#0', 'g#1', 'f#2', 'h#3']}, {'data_id': ['h#0', 'h#1', 'g#0', 'f#1']},
                {'data_id': ['g#2', 'f#3']}]
-    names, indices, sizes, files, order = group_rows(batches)
-    assert sizes == [4, 4, 2] and list(files) == ['f', 'g', 'h']
+    files, which, indices, sizes, order = group_rows(batches, DataIdRows())
+    assert sizes == [4, 4, 2] and sorted(files) == ['f', 'g', 'h']
     expected, offset = [], 0
     for batch in batches:  # what grouped_order gives each batch on its own
         own_names, _, own_files = split_data_ids(batch['data_id'])
@@ -109,10 +110,22 @@ def test_group_rows_orders_each_batch_by_file_like_one_batch_alone():
         expected += [offset + p for p in own]
         offset += len(own_names)
     assert order == expected == [0, 2, 1, 3, 4, 5, 6, 7, 8, 9]
-    assert names[:4] == ['f', 'f', 'g', 'h'] and indices[:4] == [0, 2, 1, 3]
-    assert group_rows([{'data_id': ['f#0']}, [{'data_id': 'f#1'}]]) is None  # a list of dicts among them
-    assert group_rows([{'data_id': ['f#0']}, {'data_id': ['../f#1']}]) is None  # a malformed data id
-    assert group_rows([{'data_id': ['f#0']}, {'data_id': []}]) is None
+    assert [files[w] for w in which] == ['f', 'f', 'g', 'h', 'h', 'h', 'g', 'f', 'g', 'f']
+    assert indices.tolist() == [0, 2, 1, 3, 0, 1, 0, 1, 2, 3]
+    assert group_rows([{'data_id': ['f#0']}, [{'data_id': 'f#1'}]], DataIdRows()) is None  # a list of dicts
+    assert group_rows([{'data_id': ['f#0']}, {'data_id': ['../f#1']}], DataIdRows()) is None  # a malformed id
+    assert group_rows([{'data_id': ['f#0']}, {'data_id': []}], DataIdRows()) is None
+
+
+def test_data_ids_are_parsed_once_and_the_table_starts_afresh_when_full():
+    ids = DataIdRows(max_ids=4)
+    files, indices = ids.rows(['a#1', 'b#2', 'a#1', 'a#3'])
+    assert [ids.files[f] for f in files] == ['a', 'b', 'a', 'a'] and indices.tolist() == [1, 2, 1, 3]
+    assert ids.rows(['x#1', '.hidden#0']) is None  # malformed: nothing of it is kept
+    files, indices = ids.rows(['b#2', 'c#0'])  # one new id: 4 in all
+    assert [ids.files[f] for f in files] == ['b', 'c'] and ids.files == ['a', 'b', 'c']
+    files, indices = ids.rows(['a#1', 'd#5'])  # a fifth id: the table starts afresh with these two
+    assert [ids.files[f] for f in files] == ['a', 'd'] and indices.tolist() == [1, 5] and ids.files == ['a', 'd']
 
 
 def test_split_batch_cuts_tensors_into_views_and_lists_into_slices():

@@ -26,7 +26,8 @@ the learn infos of a run stay exactly one per iteration, in order. The learn tas
 (no later one follows to carry infos) waits for every info it owes, even when the learner ends meanwhile.
 
 Every demand also opts in to batches as dicts of columns of the metadata fields the learner reads
-(``'fields': METADATA_FIELDS, 'layout': 'columns'``, see docs/parallel.md): less JSON to decode and no
+(``'fields'``: those of ``METADATA_FIELDS`` its policy reads, see ``demand_fields``; ``'layout': 'columns'``,
+see docs/parallel.md): less JSON to decode and no
 per-sample dicts to walk. A coordinator that ignores the opt-in sends lists of dicts; both are accepted.
 """
 from __future__ import annotations
@@ -53,9 +54,9 @@ from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
-from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, as_columns, batch_size_of, group_metadata,
-                              group_rows, grouped_order, learn_task_batches, metadata_columns, number_or_none, policy_iters,
-                              policy_versions, split_batch, split_data_ids, take)
+from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, DataIdRows, as_columns, batch_size_of,
+                              demand_fields, group_metadata, group_rows, grouped_order, learn_task_batches, metadata_columns,
+                              number_or_none, policy_iters, policy_versions, split_batch, split_data_ids, take)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
@@ -221,6 +222,8 @@ class _Run:
         self.policy_name = policy_name
         self.path_policy = path_policy
         self.reader = SampleReader(path_data)
+        self.data_ids = DataIdRows()  # the data loader's parsed data ids (learn tasks built at once)
+        self.fields = list(METADATA_FIELDS)  # the metadata fields its demands ask for (``demand_fields``)
         self.max_staleness = max_staleness
         # Batches asked for per data demand (``num_batches``): one HTTP round trip serves that many iterations.
         self.comm_batches = comm_batches
@@ -346,7 +349,7 @@ def _demand(run: _Run, batch_size: int, cur_learner_iter: int,
     demand = {'batch_size': int(batch_size), 'cur_learner_iter': cur_learner_iter, 'task_id': run.task_id}
     if num_batches is not None:
         demand['num_batches'] = num_batches
-    demand['fields'] = list(METADATA_FIELDS)
+    demand['fields'] = run.fields
     demand['layout'] = COLUMNS_LAYOUT
     return demand
 
@@ -715,17 +718,17 @@ class FlaskFileSystemLearner(BaseCommLearner):
         """
         if run.max_staleness != math.inf or len(batches) < 2:
             return batches  # staleness is judged against the learner's iteration when a batch is handed over
-        rows = group_rows(batches)
+        rows = group_rows(batches, run.data_ids)
         if rows is None:
             return batches
-        names, indices, sizes, files, order = rows
+        files, which, indices, sizes, order = rows
         if run.bad_files and not run.bad_files.keys().isdisjoint(files):
             return batches
         meta = group_metadata(batches, order)
         if meta is None or not self._load_files(run, files):
             return batches
         try:
-            gathered = run.reader.gather(list(zip(names, indices)))
+            gathered = run.reader.gather_indexed(files, which, indices)
         except Exception:  # e.g. an index beyond its file
             return batches
         if gathered is None:
@@ -733,7 +736,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         gathered.update(meta)
         return [_Prepared((batch, policy_iters(batch), 0, 0)) for batch in split_batch(gathered, sizes)]
 
-    def _load_files(self, run: _Run, files: Dict[str, None]) -> bool:
+    def _load_files(self, run: _Run, files: List[str]) -> bool:
         """Load the files not cached yet (concurrently on the read pool); False if one does not load."""
         reader = run.reader
         uncached = [name for name in files if not reader.cached(name)]
@@ -934,8 +937,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if 'total_loss' in info:
             info['loss'] = info['total_loss']
         if policy_iters:
-            lags = [version - p for p in policy_iters]
-            lag = {'min': min(lags), 'mean': sum(lags) / len(lags), 'max': max(lags)}
+            lag = {'min': version - max(policy_iters), 'mean': version - sum(policy_iters) / len(policy_iters),
+                   'max': version - min(policy_iters)}
             scalar['policy_lag_min'] = lag['min']
             scalar['policy_lag_mean'] = lag['mean']
             scalar['policy_lag_max'] = lag['max']
@@ -1054,6 +1057,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         learner = self._create_learner(task_info)
         run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness),
                    comm_batches)
+        run.fields = demand_fields(task_info['policy'])
         self._attach_service(task_info, learner)
         resume = task_info.get('resume')
         if resume:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from itertools import accumulate, chain
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -23,6 +23,17 @@ META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'po
 # ``META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
 METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
                    'priority')
+# Those only a prioritized replay needs: the buffer's bookkeeping for priority updates, and the weights.
+_PRIORITY_FIELDS = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority')
+
+
+def demand_fields(policy_cfg: Dict[str, Any]) -> List[str]:
+    """The ``METADATA_FIELDS`` a learner of this policy config reads: without the prioritized replay's fields
+    when the config turns both ``priority`` and ``priority_IS_weight`` off (about half of each learn task's
+    JSON for a uniform buffer); all of them when it does not say."""
+    if not policy_cfg.get('priority', True) and not policy_cfg.get('priority_IS_weight', False):
+        return [field for field in METADATA_FIELDS if field not in _PRIORITY_FIELDS]
+    return list(METADATA_FIELDS)
 
 
 def number_or_none(v: Any) -> Optional[float]:
@@ -89,13 +100,13 @@ def policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
     return versions
 
 
-def split_data_ids(data_ids: List[str]) -> Optional[Tuple[List[str], List[int], Dict[str, None]]]:
+def split_data_ids(data_ids: List[str]) -> Optional[Tuple[Sequence[str], List[int], Dict[str, None]]]:
     """``(file names, indices, the files in order of first use)`` of ``data_ids`` as ``split_data_id`` gives
     them, in a few passes of C string methods over the lists rather than a Python call per sample; None when
     any is malformed (``split_data_id`` then finds and names it)."""
-    parts = [data_id.rpartition('#') for data_id in data_ids]
-    names = [part[0] for part in parts]
-    digits = [part[2] for part in parts]
+    if not data_ids:
+        return [], [], {}
+    names, _, digits = zip(*[data_id.rpartition('#') for data_id in data_ids])
     files = dict.fromkeys(names)
     if not all(map(str.isdigit, digits)) or not _plain_file_names(files):
         return None
@@ -205,34 +216,85 @@ def _check_columns(batch: Dict[str, Any], where: str) -> None:
                                    f"booleans and None only, got {bad!r}")
 
 
-def group_rows(batches: List[Any]) -> Optional[Tuple[List[str], List[int], List[int], Dict[str, None], List[int]]]:
-    """The rows of a learn task's batches taken together: ``(file names, indices, batch sizes, files in order of
-    first use, order)`` (``order``: the rows' positions in the batches' columns, joined), each batch's rows grouped by file as ``grouped_order`` groups the rows of one batch (and the
-    batches one after another). None when a batch is not a dict of columns, or empty, or a data id is
-    malformed: each batch is then built on its own, which finds and names the problem."""
+class DataIdRows:
+    """The ``(file, index)`` row of every data id seen, so that a learn task's ids are parsed once each: the
+    replay buffer samples each of its ids many times, so most of a task's thousands of ids were seen before
+    and cost a dict lookup. Files are numbered in order of first sight. Holds at most ``max_ids`` ids (then
+    starts afresh). Not thread-safe: the data loader thread alone uses it."""
+
+    def __init__(self, max_ids: int = 1 << 20) -> None:
+        self.max_ids = max_ids
+        self._reset()
+
+    def _reset(self) -> None:
+        self.files: List[str] = []  # file number -> name
+        self._file_numbers: Dict[str, int] = {}
+        self._position: Dict[str, int] = {}  # data id -> its row in _file_of / _index_of
+        self._file_of = np.empty(0, dtype=np.int64)
+        self._index_of = np.empty(0, dtype=np.int64)
+
+    def rows(self, data_ids: Sequence[str]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """``(file numbers, indices)`` of ``data_ids`` (arrays); None when one is malformed (nothing is kept)."""
+        found = list(map(self._position.get, data_ids))
+        if None in found:
+            new = list(dict.fromkeys(d for d, at in zip(data_ids, found) if at is None))
+            split = split_data_ids(new)
+            if split is None:
+                return None
+            if len(self._position) + len(new) > self.max_ids:  # start afresh (a very long run)
+                self._reset()
+                new = list(dict.fromkeys(data_ids))
+                split = split_data_ids(new)
+            self._add(new, *split)
+            found = list(map(self._position.__getitem__, data_ids))
+        at = np.array(found, dtype=np.intp)
+        return self._file_of[at], self._index_of[at]
+
+    def _add(self, new: List[str], names: Sequence[str], indices: List[int], files: Dict[str, None]) -> None:
+        for name in files:
+            if name not in self._file_numbers:
+                self._file_numbers[name] = len(self.files)
+                self.files.append(name)
+        start, end = len(self._position), len(self._position) + len(new)
+        if end > len(self._file_of):  # grown by doubling: adding an id costs O(1) on average
+            size = max(1024, 2 * end)
+            self._file_of = np.concatenate([self._file_of[:start], np.empty(size - start, dtype=np.int64)])
+            self._index_of = np.concatenate([self._index_of[:start], np.empty(size - start, dtype=np.int64)])
+        self._position.update(zip(new, range(start, end)))
+        self._file_of[start:end] = np.fromiter(map(self._file_numbers.__getitem__, names), np.int64, len(new))
+        self._index_of[start:end] = indices
+
+
+def group_rows(batches: List[Any], ids: DataIdRows) -> Optional[Tuple[List[str], np.ndarray, np.ndarray, List[int],
+                                                                      List[int]]]:
+    """The rows of a learn task's batches taken together: ``(files, which, indices, batch sizes, order)``, row
+    ``j`` being sample ``indices[j]`` of file ``files[which[j]]``, each batch's rows grouped by file as
+    ``grouped_order`` groups the rows of one batch (and the batches one after another); ``order``: the rows'
+    positions in the batches' columns, joined. None when a batch is not a dict of columns, or empty, or a
+    data id is malformed: each batch is then built on its own, which finds and names the problem."""
     if not all(batch.__class__ is dict for batch in batches):
         return None
     sizes = [len(batch['data_id']) for batch in batches]
     if not all(sizes):
         return None
-    split = split_data_ids(list(chain.from_iterable(batch['data_id'] for batch in batches)))
-    if split is None:
+    located = ids.rows(list(chain.from_iterable(batch['data_id'] for batch in batches)))
+    if located is None:
         return None
-    names, indices, files = split
-    rank = dict(zip(files, range(len(files))))
-    file_of = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+    file_of, indices = located
     batch_of = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     # A row's key: where its file is first used in its batch. Keys rise from batch to batch, and sorting by
     # them (stable) orders each batch's files by first use, keeping the order of the rows within a file.
-    _, first, inverse = np.unique(batch_of * len(files) + file_of, return_index=True, return_inverse=True)
-    order = np.argsort(first[inverse.reshape(-1)], kind='stable').tolist()
-    return take(names, order), take(indices, order), sizes, files, order
+    _, first, inverse = np.unique(batch_of * len(ids.files) + file_of, return_index=True, return_inverse=True)
+    order = np.argsort(first[inverse.reshape(-1)], kind='stable')
+    used, which = np.unique(file_of[order], return_inverse=True)
+    return [ids.files[f] for f in used.tolist()], which.reshape(-1), indices[order], sizes, order.tolist()
 
 
 def group_metadata(batches: List[Dict[str, List[Any]]], order: List[int]) -> Optional[Dict[str, Any]]:
     """``metadata_columns`` of all the batches' rows at once (rows in ``order``); None where that could differ
     from collating each batch on its own: a field some batches lack, or values of more than one type."""
-    joined = {}
+    out: Dict[str, Any] = {}
+    rows = None
     for key in META_TO_SAMPLE:
         columns = [batch.get(key) for batch in batches]
         if all(column is None for column in columns):
@@ -240,10 +302,25 @@ def group_metadata(batches: List[Dict[str, List[Any]]], order: List[int]) -> Opt
         if any(column is None for column in columns):
             return None
         values = list(chain.from_iterable(columns))
-        if len(set(map(type, values))) != 1:
+        kinds = set(map(type, values))
+        if len(kinds) != 1:
             return None
-        joined[key] = values
-    return metadata_columns(joined, order)
+        kind = kinds.pop()
+        if kind is _NONE:  # no sample has it
+            continue
+        if kind is str:
+            out[key] = take(values, order)
+            continue
+        dtype = _PLAIN_DTYPES.get(kind)
+        if dtype is None:
+            return None
+        if rows is None:
+            rows = np.array(order, dtype=np.intp)
+        try:  # what collate_values makes of one batch's values, for all of them at once
+            out[key] = torch.from_numpy(np.array(values, dtype=dtype)[rows])
+        except (ValueError, OverflowError):
+            return None
+    return out
 
 
 def split_batch(batch: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
