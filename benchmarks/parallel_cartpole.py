@@ -28,7 +28,7 @@
 
     python benchmarks/parallel_cartpole.py                       # everything (~10 minutes on 2 cores)
     python benchmarks/parallel_cartpole.py --collectors 2 --seeds 0 --skip-learner
-    python benchmarks/parallel_cartpole.py --learner-only --learner-iters 1000 --repeat 2
+    python benchmarks/parallel_cartpole.py --learner-only --learner-iters 1000 --repeat 6
     python benchmarks/parallel_cartpole.py --collectors 2 --skip-learner --rounds 3 \\
         --set system.coordinator.max_samples_per_iter=2.5          # a config variant, each seed 3 times
 
@@ -241,7 +241,8 @@ def main() -> None:
     parser.add_argument('--learner-iters', type=int, default=1000)
     parser.add_argument('--skip-learner', action='store_true', help='only the time-to-solve runs')
     parser.add_argument('--learner-only', action='store_true', help='only the learner it/s comparison')
-    parser.add_argument('--repeat', type=int, default=1, help='learner comparisons (parallel, serial in turn)')
+    parser.add_argument('--repeat', type=int, default=3,
+                        help='learner comparisons (parallel, serial in turn); the median ratio is the figure')
     parser.add_argument('--rounds', type=int, default=1, help='time-to-solve runs per collector count and seed')
     parser.add_argument('--set', action='append', default=[], metavar='ROOT.KEY=VALUE',
                         help='override a config value of the time-to-solve runs (a Python literal), e.g. '

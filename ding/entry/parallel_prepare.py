@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from easydict import EasyDict
 
@@ -33,13 +33,16 @@ def child_env() -> Dict[str, str]:
 
 
 def prepare_run(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
-                resume: Optional[str]) -> Tuple[EasyDict, Optional[str]]:
+                resume: Optional[str], answer_in: Optional[Callable[[str, str], bool]] = None
+                ) -> Tuple[EasyDict, Optional[str]]:
     """Resolve ``resume`` (see ``ding.entry.resume.resolve_resume``), compile the parallel config (written
     to ``./{exp_name}/total_config.py``) and check its policy transport. Returns ``(compiled config,
-    checkpoint path or None)``. In a child interpreter unless torch is loaded here already (module doc)."""
+    checkpoint path or None)``. In a child interpreter unless torch is loaded here already (module doc):
+    ``answer_in(request, answer)``, when given, has another process that imported torch already (a warm
+    worker) answer the request, and returns False if it could not (then a child of its own does)."""
     if 'torch' in sys.modules:
         return prepare_here(main_cfg, create_cfg, system_cfg, seed, resume)
-    return _prepare_in_child(main_cfg, create_cfg, system_cfg, seed, resume)
+    return _prepare_in_child(main_cfg, create_cfg, system_cfg, seed, resume, answer_in)
 
 
 def prepare_here(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
@@ -83,7 +86,8 @@ def _errors() -> Dict[str, type]:
 
 
 def _prepare_in_child(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
-                      resume: Optional[str]) -> Tuple[EasyDict, Optional[str]]:
+                      resume: Optional[str], answer_in: Optional[Callable[[str, str], bool]] = None
+                      ) -> Tuple[EasyDict, Optional[str]]:
     from ding.worker.coordinator.comm_coordinator import to_jsonable
     with tempfile.TemporaryDirectory(prefix='ding_prepare_') as tmp:
         request, answer = os.path.join(tmp, 'request.json'), os.path.join(tmp, 'answer.json')
@@ -91,8 +95,10 @@ def _prepare_in_child(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: Easy
             json.dump({'main': to_jsonable(main_cfg), 'create': to_jsonable(create_cfg),
                        'system': to_jsonable(system_cfg), 'seed': seed,
                        'resume': None if resume is None else os.fspath(resume)}, f)
-        code = subprocess.run([sys.executable, '-m', 'ding.entry.parallel_prepare', request, answer],
-                              stdin=subprocess.DEVNULL, env=child_env()).returncode
+        code: Any = 'none: answered by a warm worker'
+        if answer_in is None or not answer_in(request, answer):
+            code = subprocess.run([sys.executable, '-m', 'ding.entry.parallel_prepare', request, answer],
+                                  stdin=subprocess.DEVNULL, env=child_env()).returncode
         try:
             with open(answer, encoding='utf-8') as f:
                 result = json.load(f)
@@ -116,9 +122,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if len(args) != 2:
         print('usage: python -m ding.entry.parallel_prepare REQUEST.json ANSWER.json', file=sys.stderr)
         return 2
-    request_path, answer_path = args
     import gc
     gc.disable()  # a short-lived process: collections over the objects torch's import creates only cost time
+    return answer_request(*args)
+
+
+def answer_request(request_path: str, answer_path: str) -> int:
+    """Answer one request file (see ``main``): 0 when the config compiled, 1 when the answer is an error."""
     with open(request_path, encoding='utf-8') as f:
         request = json.load(f)
     try:

@@ -12,8 +12,9 @@ A worker whose port is taken exits with ``EXIT_PORT_IN_USE`` so that the pipelin
 ``python -m ding.entry.parallel_worker --warm EXP_DIR`` is a worker started before the pipeline's config is
 compiled: it imports torch meanwhile (the slowest part of a worker's start), then reads one JSON line from
 its standard input, ``{role, name, config, ready_file, log, enable_flask_log}``, sends its output to that
-log file and runs as that worker. An empty input (the pipeline closed it) ends it at once, having written
-nothing.
+log file and runs as that worker. Before that, a line ``{"prepare": [REQUEST, ANSWER]}`` has it compile the
+run's config as the compile child would (``ding.entry.parallel_prepare``), with the torch it has imported
+already. An empty input (the pipeline closed it) ends it at once, having written nothing.
 """
 from __future__ import annotations
 
@@ -199,15 +200,23 @@ def run_warm(assignments: Any = None) -> int:
     limit_openmp_threads(WARM_TORCH_THREADS)
     import_for_run('torch')
     import_for_run('ding.interaction')  # Flask and werkzeug: both roles serve
-    line = (assignments or sys.stdin).readline()
-    if not line.strip():
-        return 0
-    try:
-        task = json.loads(line)
-        role, name, config, ready_file, log = (task[k] for k in ('role', 'name', 'config', 'ready_file', 'log'))
-    except (ValueError, KeyError, TypeError) as exc:
-        print(f'ding parallel worker (warm): bad assignment {line[:200]!r}: {exc!r}', file=sys.stderr, flush=True)
-        return EXIT_CONFIG_ERROR
+    assignments = assignments or sys.stdin
+    while True:
+        line = assignments.readline()
+        if not line.strip():
+            return 0
+        try:
+            task = json.loads(line)
+            if isinstance(task, dict) and 'prepare' in task:  # compile the run's config first (parallel_prepare)
+                from .parallel_prepare import answer_request
+                request, answer = task['prepare']
+                answer_request(request, answer)
+                continue
+            role, name, config, ready_file, log = (task[k] for k in ('role', 'name', 'config', 'ready_file', 'log'))
+            break
+        except (ValueError, KeyError, TypeError) as exc:
+            print(f'ding parallel worker (warm): bad assignment {line[:200]!r}: {exc!r}', file=sys.stderr, flush=True)
+            return EXIT_CONFIG_ERROR
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

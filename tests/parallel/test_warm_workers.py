@@ -3,6 +3,7 @@ meanwhile) and hands each one the worker it becomes; one it does not need ends h
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -54,7 +55,27 @@ def test_warm_workers_are_counted_from_the_uncompiled_config():
 
 def test_discarded_warm_workers_are_reaped(tmp_path):
     warm = WarmWorkers(2, str(tmp_path / 'exp'))
+    deadline = time.time() + 30  # each is forked, then runs python: its command line shows once it does
+    while len(worker_pids(str(tmp_path))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
     assert len(worker_pids(str(tmp_path))) == 2
     assert warm.take({'torch_threads': 4}) is None  # torch's threads are fixed when it is imported
     warm.discard()
     assert worker_pids(str(tmp_path)) == []
+
+
+BAD_CONFIG = '''
+from dizoo.classic_control.cartpole.config.parallel.cartpole_dqn_config import main_config, create_config, system_config
+main_config.policy.other.commander.eval_intervall = 1.0  # a misspelt key
+'''
+
+
+def test_the_cli_compiles_in_a_warm_worker_and_a_bad_config_leaves_nothing(tmp_path):
+    (tmp_path / 'bad_config.py').write_text(BAD_CONFIG)
+    done = subprocess.run([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', 'bad_config.py', '-s', '0'],
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0'), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert 'policy.other.commander.eval_intervall' in done.stderr, done.stderr[-2000:]
+    assert worker_pids(str(tmp_path)) == []
+    assert os.listdir(tmp_path) == ['bad_config.py']
