@@ -13,9 +13,9 @@
      - CPU it/s: iterations per CPU second of the whole learner process (every thread: training, data
        loader, HTTP tasks, sample reads, policy files), from the first learn info to the last, from the comm
        learner's end-of-run log line (which also gives the training thread's own CPU seconds: the ratio
-       of that alone shows what the other threads cost); that line also gives the seconds the learner waited with no batch
-       received (``starved``: the wait for the first 512 samples included; the rest is time in which the
-       coordinator, not the learner, was the limit).
+       of that alone shows what the other threads cost); that line also gives the seconds the learner
+       waited with no batch received (``starved``: the wait for the first 512 samples included; the rest is
+       time in which the coordinator, not the learner, was the limit).
    * serial: ``BaseLearner.train`` on the same DQN policy, same batch size, batches of real CartPole
      samples, in one process; wall it/s and CPU it/s (``time.process_time``) over 2000 iterations.
 

@@ -55,8 +55,9 @@ from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
 from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, DataIdRows, as_columns, batch_size_of,
-                              demand_fields, group_metadata, group_rows, grouped_order, learn_task_batches, metadata_columns,
-                              number_or_none, policy_iters, policy_versions, split_batch, split_data_ids, take)
+                              demand_fields, group_metadata, group_rows, grouped_order, learn_task_batches,
+                              metadata_columns, number_or_none, policy_iters, policy_versions, split_batch,
+                              split_data_ids, take)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
