@@ -8,8 +8,8 @@ import torch
 from comm_helpers import BATCH, comm_config, ok, serving, start_task, write_sample_file
 from ding.worker.coordinator.comm_coordinator import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
-from ding.worker.learner.comm.learn_task_data import (DataIdRows, group_rows, grouped_order, split_batch,
-                                                     split_data_ids)
+from ding.worker.learner.comm.learn_task_data import (DataIdRows, data_id_bound, group_rows, grouped_order,
+                                                     split_batch, split_data_ids)
 
 
 class GroupRecordingLearner(FlaskFileSystemLearner):
@@ -126,6 +126,11 @@ def test_data_ids_are_parsed_once_and_the_table_starts_afresh_when_full():
     assert [ids.files[f] for f in files] == ['b', 'c'] and ids.files == ['a', 'b', 'c']
     files, indices = ids.rows(['a#1', 'd#5'])  # a fifth id: the table starts afresh with these two
     assert [ids.files[f] for f in files] == ['a', 'd'] and indices.tolist() == [1, 5] and ids.files == ['a', 'd']
+
+
+def test_the_id_table_holds_a_few_times_the_replay_buffer():
+    assert data_id_bound({'other': {'replay_buffer': {'replay_buffer_size': 20000}}}) == 80000
+    assert data_id_bound({'other': {'replay_buffer': {}}}) == data_id_bound({}) == 1 << 17
 
 
 def test_split_batch_cuts_tensors_into_views_and_lists_into_slices():

@@ -55,9 +55,9 @@ from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
 from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, DataIdRows, as_columns, batch_size_of,
-                              demand_fields, group_metadata, group_rows, grouped_order, learn_task_batches,
-                              metadata_columns, number_or_none, policy_iters, policy_versions, split_batch,
-                              split_data_ids, take)
+                              data_id_bound, demand_fields, group_metadata, group_rows, grouped_order,
+                              learn_task_batches, metadata_columns, number_or_none, policy_iters, policy_versions,
+                              split_batch, split_data_ids, take)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
@@ -1059,6 +1059,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness),
                    comm_batches)
         run.fields = demand_fields(task_info['policy'])
+        run.data_ids = DataIdRows(data_id_bound(task_info['policy']))
         self._attach_service(task_info, learner)
         resume = task_info.get('resume')
         if resume:
