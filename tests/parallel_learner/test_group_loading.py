@@ -87,7 +87,7 @@ def test_a_task_with_a_missing_file_is_built_batch_by_batch(master, workdir):
     good = write_sample_file(os.path.join(workdir, 'data'), BATCH)
     missing = [dict(m, data_id='no_such_file#0') for m in good]
     comm, infos = _run(master, workdir, lambda demand: [good, missing, good][:demand['num_batches']])
-    assert comm.groups == []  # the second task has no missing file but is of one batch only: nothing to group
+    assert comm.groups == []  # each task of two or more batches has the missing file; one batch is not grouped
     assert comm.one_at_a_time >= 4
     # The missing file's samples are counted as unreadable, on the learn info after each rejected batch.
     assert len(infos) == 6 and sum(i['unreadable'] for i in infos) >= BATCH
