@@ -80,19 +80,13 @@ class WorkerProcess:
             except OSError:  # it died meanwhile: start a fresh one
                 warm.kill()
                 warm.wait()
-        cmd = [sys.executable, '-m', 'ding.entry.parallel_worker', '--role', self.role, '--name', self.name,
-               '--config', self.config_path, '--ready-file', self.ready_file]
+        args = ['--role', self.role, '--name', self.name, '--config', self.config_path, '--ready-file', self.ready_file]
         if not self.disable_flask_log:
-            cmd.append('--enable-flask-log')
-        # The worker imports this very ding (and dizoo) even when it is not installed; it sizes torch's
-        # OpenMP pool itself, from its torch_threads (ding.entry.startup.limit_openmp_threads).
-        env = child_env()
-        env['DING_PROGRESS'] = '0'
+            args.append('--enable-flask-log')
         if self._log_file is None:
             self._log_file = open(self.log_path, 'ab')
-        # A session of its own: Ctrl-C in the terminal reaches the pipeline only, which stops workers in order.
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+        self.proc = start_worker_process(args, stdin=subprocess.DEVNULL, stdout=self._log_file,
+                                         stderr=subprocess.STDOUT)
 
     @property
     def pid(self) -> Optional[int]:
@@ -155,6 +149,17 @@ class WorkerProcess:
             os.remove(self.ready_file)
 
 
+def start_worker_process(args: List[str], **popen: Any) -> subprocess.Popen:
+    """``python -m ding.entry.parallel_worker ARGS``. The worker imports this very ding (and dizoo) even when it
+    is not installed, shows no progress bar, and sizes torch's OpenMP pool itself (from its torch_threads,
+    ``ding.entry.startup.limit_openmp_threads``). A session of its own: Ctrl-C in the terminal reaches the
+    pipeline only, which stops workers in order."""
+    env = child_env()
+    env['DING_PROGRESS'] = '0'
+    return subprocess.Popen([sys.executable, '-m', 'ding.entry.parallel_worker'] + args, env=env,
+                            start_new_session=True, **popen)
+
+
 class WarmWorkers:
     """Worker processes started before the config is compiled (``parallel_worker --warm``): each imports
     torch at once, the first one then compiles the config (``answer``: the compile child's work, without a
@@ -166,13 +171,11 @@ class WarmWorkers:
     def __init__(self, count: int, exp_dir: str) -> None:
         if os.environ.get('DING_WARM_WORKERS', '1') == '0':
             count = 0
-        env = child_env()
-        env['DING_PROGRESS'] = '0'
-        cmd = [sys.executable, '-m', 'ding.entry.parallel_worker', '--warm', os.path.abspath(exp_dir)]
         # The first one may compile the config: its output reaches this terminal, as the compile child's does.
         self._procs: List[subprocess.Popen] = [
-            subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=None if i == 0 else subprocess.DEVNULL,
-                             stderr=None if i == 0 else subprocess.DEVNULL, env=env, start_new_session=True)
+            start_worker_process(['--warm', os.path.abspath(exp_dir)], stdin=subprocess.PIPE,
+                                 stdout=None if i == 0 else subprocess.DEVNULL,
+                                 stderr=None if i == 0 else subprocess.DEVNULL)
             for i in range(count)]
 
     def answer(self, request: str, answer: str) -> bool:

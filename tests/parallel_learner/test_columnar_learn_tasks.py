@@ -15,7 +15,7 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.worker.coordinator.comm_coordinator import learn_task_payload, to_jsonable
 from ding.worker.coordinator.coordinator import Coordinator
 from ding.worker.learner.comm import FlaskFileSystemLearner
-from ding.worker.learner.comm.flask_fs_learner import METADATA_FIELDS
+from ding.worker.learner.comm.learn_task_data import METADATA_FIELDS
 from tests.parallel.toy_workers import ToyCollectorSlave, ToyLearnerSlave, toy_config
 
 

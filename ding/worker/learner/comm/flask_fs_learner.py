@@ -54,7 +54,7 @@ from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
 from .base_comm_learner import BaseCommLearner
-from .learn_task_data import (META_TO_SAMPLE, METADATA_FIELDS, DataIdRows, as_columns, batch_size_of,
+from .learn_task_data import (META_TO_SAMPLE, DataIdRows, as_columns, batch_size_of,
                               data_id_bound, demand_fields, group_metadata, group_rows, grouped_order,
                               learn_task_batches, metadata_columns, number_or_none, policy_iters, policy_versions,
                               split_batch, split_data_ids, take)
@@ -217,14 +217,15 @@ class _Run:
     """One learner task: its learner and thread, and what the comm learner tracks about it."""
 
     def __init__(self, task_id: str, learner: Any, policy_name: str, path_policy: str, path_data: str,
-                 max_staleness: float, comm_batches: int = 1) -> None:
+                 max_staleness: float, comm_batches: int = 1, policy_cfg: Optional[Dict[str, Any]] = None) -> None:
         self.task_id = task_id
         self.learner = learner
         self.policy_name = policy_name
         self.path_policy = path_policy
         self.reader = SampleReader(path_data)
-        self.data_ids = DataIdRows()  # the data loader's parsed data ids (learn tasks built at once)
-        self.fields = list(METADATA_FIELDS)  # the metadata fields its demands ask for (``demand_fields``)
+        policy_cfg = policy_cfg or {}
+        self.data_ids = DataIdRows(data_id_bound(policy_cfg))  # the data loader's parsed data ids
+        self.fields = demand_fields(policy_cfg)  # the metadata fields its demands ask for
         self.max_staleness = max_staleness
         # Batches asked for per data demand (``num_batches``): one HTTP round trip serves that many iterations.
         self.comm_batches = comm_batches
@@ -1057,9 +1058,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
         learner = self._create_learner(task_info)
         run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness),
-                   comm_batches)
-        run.fields = demand_fields(task_info['policy'])
-        run.data_ids = DataIdRows(data_id_bound(task_info['policy']))
+                   comm_batches, task_info['policy'])
         self._attach_service(task_info, learner)
         resume = task_info.get('resume')
         if resume:
