@@ -54,7 +54,8 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         assert start >= 200
         learner = Service(second)
         run.wait_for(lambda: learner.status()['iteration'] > start + 20, 60, 'training to go on after the restart')
-        assert coordinator.status()['iteration'] > start
+        # The coordinator counts learn infos, which reach it a learn task (up to comm_batches iterations) later.
+        run.wait_for(lambda: coordinator.status()['iteration'] > start, 60, 'the coordinator to count them too')
         assert coordinator.post('/run/terminate', {'wait': 60}).status_code == 200
         assert run.proc.wait(60) == 0
     finally:
