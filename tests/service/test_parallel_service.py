@@ -60,8 +60,13 @@ def test_pause_tune_resume(live_run):
     run, coordinator, learner = live_run
     r = coordinator.post('/run/pause', {'wait': 20})
     assert r.status_code == 200 and r.json()['data']['state'] == 'paused', r.text
-    time.sleep(1.0)  # in-flight learn tasks finish
-    it = learner.status()['iteration']
+    # The batches in flight train first: up to two learn tasks (2 x comm_batches) and the loader's queue.
+    it, deadline = learner.status()['iteration'], time.time() + 30
+    while time.time() < deadline:
+        time.sleep(1.0)
+        it, before = learner.status()['iteration'], it
+        if it == before:
+            break
     time.sleep(2.0)
     assert learner.status()['iteration'] == it, 'the learner trained while the run was paused'
     status = coordinator.status()
