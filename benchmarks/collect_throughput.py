@@ -5,6 +5,7 @@ gymnasium loop that does the same steps with the same batched forward passes of 
 
 Prints env steps/s of both and their ratio (target: collector >= 0.5 x raw).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ ENV_NUM = 8
 def make_policy(cfg_main, cfg_create):
     from ding.config import compile_config
     from ding.policy import create_policy
+
     create_cfg = type(cfg_create)(dict(cfg_create))
     create_cfg.policy.type = 'dqn_command'
     cfg = compile_config(cfg_main, seed=0, auto=True, create_cfg=create_cfg, save_cfg=False)
@@ -38,11 +40,13 @@ def make_policy(cfg_main, cfg_create):
 def collector_rate(cfg, policy, steps: int) -> float:
     from ding.envs import create_env_manager, get_vec_env_setting
     from ding.worker import create_serial_collector
+
     env_fn, collector_cfgs, _ = get_vec_env_setting(cfg.env, eval_=False)
     manager = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in collector_cfgs[:ENV_NUM]])
     manager.seed(0)
-    collector = create_serial_collector(cfg.policy.collect.collector, env=manager, policy=policy.collect_mode,
-                                        exp_name=cfg.exp_name)
+    collector = create_serial_collector(
+        cfg.policy.collect.collector, env=manager, policy=policy.collect_mode, exp_name=cfg.exp_name
+    )
     try:
         collector.collect(n_sample=ENV_NUM * 4, policy_kwargs={'eps': 0.5})  # warm-up
         start_steps, start = collector.envstep, time.perf_counter()
@@ -56,6 +60,7 @@ def collector_rate(cfg, policy, steps: int) -> float:
 def raw_rate(model: torch.nn.Module, steps: int) -> float:
     """The same work by hand: 8 gymnasium envs, one batched no-grad forward per step, eps-greedy."""
     import gymnasium as gym
+
     envs = [gym.make('CartPole-v0') for _ in range(ENV_NUM)]
     obs = np.stack([e.reset(seed=i)[0] for i, e in enumerate(envs)]).astype(np.float32)
     rng = np.random.default_rng(0)
@@ -70,9 +75,15 @@ def raw_rate(model: torch.nn.Module, steps: int) -> float:
             for i, env in enumerate(envs):
                 next_obs, reward, terminated, truncated, _ = env.step(int(actions[i]))
                 next_obs = next_obs.astype(np.float32)
-                transitions.append({'obs': torch.from_numpy(obs[i]), 'next_obs': torch.from_numpy(next_obs),
-                                    'action': torch.tensor(actions[i]), 'reward': torch.tensor(reward),
-                                    'done': terminated})
+                transitions.append(
+                    {
+                        'obs': torch.from_numpy(obs[i]),
+                        'next_obs': torch.from_numpy(next_obs),
+                        'action': torch.tensor(actions[i]),
+                        'reward': torch.tensor(reward),
+                        'done': terminated,
+                    }
+                )
                 if terminated or truncated:
                     next_obs = env.reset()[0].astype(np.float32)
                 obs[i] = next_obs
@@ -94,6 +105,7 @@ def main() -> None:
     os.chdir(workdir)  # the collectors' logs go there, and go with it
     try:
         from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
+
         cfg, policy = make_policy(main_config, create_config)
         model = policy._model
         coll, raw = [], []
@@ -104,12 +116,12 @@ def main() -> None:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)
     r, c = statistics.median(raw), statistics.median(coll)
-    print(f"{'loop':<28} {'env steps/s (median of ' + str(args.repeats) + ')':>28}")
+    print(f'{"loop":<28} {"env steps/s (median of " + str(args.repeats) + ")":>28}')
     print('-' * 58)
-    print(f"{'raw gymnasium + forward':<28} {r:>28.0f}")
-    print(f"{'SampleSerialCollector/base':<28} {c:>28.0f}")
+    print(f'{"raw gymnasium + forward":<28} {r:>28.0f}')
+    print(f'{"SampleSerialCollector/base":<28} {c:>28.0f}')
     print('-' * 58)
-    print(f"ratio collector/raw: {c / r:.2f}   (target >= 0.5)")
+    print(f'ratio collector/raw: {c / r:.2f}   (target >= 0.5)')
 
 
 if __name__ == '__main__':

@@ -23,6 +23,7 @@ about 4 x rounds x seconds plus ~15 s on an idle one.
 
     python benchmarks/learner_overhead.py --part dqn [--seconds 1.0] [--rounds 9] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,8 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -51,15 +53,16 @@ class DQNState:
 
     def __init__(self, seed: int = 0) -> None:
         torch.manual_seed(seed)
-        self.model = nn.Sequential(nn.Linear(OBS_DIM, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
-                                   nn.Linear(64, ACT_DIM))
+        self.model = nn.Sequential(
+            nn.Linear(OBS_DIM, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, ACT_DIM)
+        )
         self.target = copy.deepcopy(self.model)
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=LR)
         self.updates = 0
 
 
-def dqn_update(s: DQNState, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+def dqn_update(s: DQNState, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
     """One double-DQN step; returns what a DQN policy reports (loss, q value, per-sample priority)."""
     q = s.model(batch['obs'])
     q_taken = q.gather(1, batch['action'].unsqueeze(1)).squeeze(1)
@@ -75,22 +78,26 @@ def dqn_update(s: DQNState, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
     s.updates += 1
     if s.updates % TARGET_UPDATE_FREQ == 0:
         s.target.load_state_dict(s.model.state_dict())
-    return {'cur_lr': LR, 'total_loss': loss.item(), 'q_value': q_taken.mean().item(),
-            'priority': td.detach().abs().tolist()}
+    return {
+        'cur_lr': LR,
+        'total_loss': loss.item(),
+        'q_value': q_taken.mean().item(),
+        'priority': td.detach().abs().tolist(),
+    }
 
 
-def make_batch() -> Dict[str, torch.Tensor]:
+def make_batch() -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     return {
         'obs': torch.randn(BATCH, OBS_DIM, generator=g),
         'next_obs': torch.randn(BATCH, OBS_DIM, generator=g),
-        'action': torch.randint(0, ACT_DIM, (BATCH, ), generator=g),
+        'action': torch.randint(0, ACT_DIM, (BATCH,), generator=g),
         'reward': torch.rand(BATCH, generator=g),
         'done': torch.rand(BATCH, generator=g) < 0.05,
     }
 
 
-def make_learner(update: Callable[[DQNState, Dict[str, torch.Tensor]], Dict[str, Any]], exp_name: str) -> Any:
+def make_learner(update: Callable[[DQNState, dict[str, torch.Tensor]], dict[str, Any]], exp_name: str) -> Any:
     """A ``BaseLearner`` with the default config around a DQN-like policy whose learn step is ``update``."""
     from ding.policy.base_policy import Policy
     from ding.worker.learner import BaseLearner
@@ -112,12 +119,23 @@ def make_learner(update: Callable[[DQNState, Dict[str, torch.Tensor]], Dict[str,
         def _monitor_vars_learn(self):
             return ['cur_lr', 'total_loss', 'q_value']
 
-        def _init_collect(self): pass
-        def _init_eval(self): pass
-        def _forward_collect(self, data, **kwargs): raise NotImplementedError
-        def _forward_eval(self, data): raise NotImplementedError
-        def _process_transition(self, obs, policy_output, timestep): raise NotImplementedError
-        def _get_train_sample(self, transitions): raise NotImplementedError
+        def _init_collect(self):
+            pass
+
+        def _init_eval(self):
+            pass
+
+        def _forward_collect(self, data, **kwargs):
+            raise NotImplementedError
+
+        def _forward_eval(self, data):
+            raise NotImplementedError
+
+        def _process_transition(self, obs, policy_output, timestep):
+            raise NotImplementedError
+
+        def _get_train_sample(self, transitions):
+            raise NotImplementedError
 
     policy = BenchDQNPolicy(BenchDQNPolicy.default_config(), enable_field=['learn'])
     # The default learner config: log show every 100 iterations, checkpoint every 10000.
@@ -127,12 +145,12 @@ def make_learner(update: Callable[[DQNState, Dict[str, torch.Tensor]], Dict[str,
 _NOOP_RESULT = {'cur_lr': LR, 'total_loss': 0.5, 'q_value': 1.0, 'priority': [0.1] * BATCH}
 
 
-def noop_update(s: DQNState, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+def noop_update(s: DQNState, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
     """What ``dqn_update`` returns, without the compute: isolates the learner's own cost."""
     return dict(_NOOP_RESULT)
 
 
-def run_raw(update: Callable, state: DQNState, batch: Dict[str, torch.Tensor], iters: int) -> float:
+def run_raw(update: Callable, state: DQNState, batch: dict[str, torch.Tensor], iters: int) -> float:
     """Seconds per iteration of a plain loop over ``update``."""
     start = time.perf_counter()
     for _ in range(iters):
@@ -140,7 +158,7 @@ def run_raw(update: Callable, state: DQNState, batch: Dict[str, torch.Tensor], i
     return (time.perf_counter() - start) / iters
 
 
-def run_learner(learner: Any, batch: Dict[str, torch.Tensor], iters: int) -> float:
+def run_learner(learner: Any, batch: dict[str, torch.Tensor], iters: int) -> float:
     """Seconds per iteration of ``learner.train`` (env step passed, as the serial pipeline does)."""
     train = learner.train
     step = learner.train_iter
@@ -150,7 +168,7 @@ def run_learner(learner: Any, batch: Dict[str, torch.Tensor], iters: int) -> flo
     return (time.perf_counter() - start) / iters
 
 
-def interleaved(raw: Callable[[], float], lrn: Callable[[], float], rounds: int) -> Tuple[List[float], List[float]]:
+def interleaved(raw: Callable[[], float], lrn: Callable[[], float], rounds: int) -> tuple[list[float], list[float]]:
     """Per-iteration times of ``rounds`` runs each, alternating which variant goes first."""
     raw_t, lrn_t = [], []
     for r in range(rounds):
@@ -163,7 +181,7 @@ def interleaved(raw: Callable[[], float], lrn: Callable[[], float], rounds: int)
     return raw_t, lrn_t
 
 
-def table(rows: List[Tuple[str, ...]], head: Tuple[str, ...]) -> str:
+def table(rows: list[tuple[str, ...]], head: tuple[str, ...]) -> str:
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     rule = '-+-'.join('-' * w for w in widths)
     fmt = lambda r: ' | '.join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
@@ -174,10 +192,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=1.0, help='target length of one DQN run')
     parser.add_argument('--rounds', type=int, default=9, help='interleaved rounds (runs per variant)')
-    parser.add_argument('--part', choices=('simple', 'dqn', 'both'), default='both',
-                        help="'simple': benchmark-local DQN update; 'dqn': ding.policy.DQNPolicy; 'both'")
-    parser.add_argument('--profile', action='store_true',
-                        help='(dqn part) print a cProfile of the learner path (a) before the timed runs')
+    parser.add_argument(
+        '--part',
+        choices=('simple', 'dqn', 'both'),
+        default='both',
+        help="'simple': benchmark-local DQN update; 'dqn': ding.policy.DQNPolicy; 'both'",
+    )
+    parser.add_argument(
+        '--profile',
+        action='store_true',
+        help='(dqn part) print a cProfile of the learner path (a) before the timed runs',
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.part in ('simple', 'both'):
@@ -201,11 +226,17 @@ def main_simple(args: argparse.Namespace) -> None:
             run_learner(learner, batch, 200)
             run_learner(noop_learner, batch, 200)
             iters = max(100, int(args.seconds / run_raw(dqn_update, raw_state, batch, 200)))
-            raw_t, lrn_t = interleaved(lambda: run_raw(dqn_update, raw_state, batch, iters),
-                                       lambda: run_learner(learner, batch, iters), args.rounds)
+            raw_t, lrn_t = interleaved(
+                lambda: run_raw(dqn_update, raw_state, batch, iters),
+                lambda: run_learner(learner, batch, iters),
+                args.rounds,
+            )
             # The learner's own cost per iteration: the same loop around an update that does no compute.
-            noop_raw, noop_lrn = interleaved(lambda: run_raw(noop_update, raw_state, batch, 20000),
-                                             lambda: run_learner(noop_learner, batch, 20000), 7)
+            noop_raw, noop_lrn = interleaved(
+                lambda: run_raw(noop_update, raw_state, batch, 20000),
+                lambda: run_learner(noop_learner, batch, 20000),
+                7,
+            )
             hooks = ', '.join(h.name for hs in learner.hooks.values() for h in hs)
         finally:
             learner.close()
@@ -214,12 +245,14 @@ def main_simple(args: argparse.Namespace) -> None:
     total = time.perf_counter() - started
 
     raw_med, lrn_med = statistics.median(raw_t), statistics.median(lrn_t)
-    paired = statistics.median(r / l for r, l in zip(raw_t, lrn_t))
+    paired = statistics.median(raw / lrn for raw, lrn in zip(raw_t, lrn_t))
     overhead = min(noop_lrn) - min(noop_raw)
     implied = min(raw_t) / (min(raw_t) + overhead)
-    print(f'learner overhead: double DQN update (3-layer MLP, target net, Adam), batch {BATCH}, obs {OBS_DIM}, '
-          f'actions {ACT_DIM}, 1 torch thread; {args.rounds} interleaved runs x {iters} iterations per variant; '
-          f'{total:.0f} s in all')
+    print(
+        f'learner overhead: double DQN update (3-layer MLP, target net, Adam), batch {BATCH}, obs {OBS_DIM}, '
+        f'actions {ACT_DIM}, 1 torch thread; {args.rounds} interleaved runs x {iters} iterations per variant; '
+        f'{total:.0f} s in all'
+    )
     print(f'learner hooks (default config): {hooks}')
     rows = [
         ('raw PyTorch loop', f'{1 / raw_med:,.0f}', f'{1 / min(raw_t):,.0f}', f'{raw_med * 1e6:,.1f}'),
@@ -227,14 +260,19 @@ def main_simple(args: argparse.Namespace) -> None:
     ]
     print(table(rows, ('variant', 'it/s (median)', 'it/s (best run)', 'us/it (median)')))
     ratio = raw_med / lrn_med
-    print(f'ratio learner/raw: {ratio:.3f} (of medians), {paired:.3f} (median of per-run ratios); '
-          f'target >= 0.97: {"OK" if ratio >= 0.97 else "BELOW TARGET"}')
-    print(f'learner cost per iteration, measured around a no-op update (best of 7 x 20000): {overhead * 1e6:.1f} us '
-          f'-> implied ratio at the best raw DQN speed: {implied:.3f}')
+    print(
+        f'ratio learner/raw: {ratio:.3f} (of medians), {paired:.3f} (median of per-run ratios); '
+        f'target >= 0.97: {"OK" if ratio >= 0.97 else "BELOW TARGET"}'
+    )
+    print(
+        f'learner cost per iteration, measured around a no-op update (best of 7 x 20000): {overhead * 1e6:.1f} us '
+        f'-> implied ratio at the best raw DQN speed: {implied:.3f}'
+    )
     if max(raw_t) > 1.3 * min(raw_t):
-        print(f'note: raw runs varied {max(raw_t) / min(raw_t):.2f}x between runs (a busy machine?); '
-              f'the medians are uncertain by about as much')
-
+        print(
+            f'note: raw runs varied {max(raw_t) / min(raw_t):.2f}x between runs (a busy machine?); '
+            f'the medians are uncertain by about as much'
+        )
 
 
 # ---- second comparison: BaseLearner + the real DQN learn mode ----------------------------------------
@@ -246,12 +284,13 @@ def dqn_config() -> Any:
     written to disk)."""
     from ding.config import compile_config
     from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
+
     create = copy.deepcopy(create_config)
     create.policy.type = 'dqn'
     return compile_config(main_config, create_cfg=create, auto=True, save_cfg=False)
 
 
-def make_samples(cfg: Any) -> List[Dict[str, Any]]:
+def make_samples(cfg: Any) -> list[dict[str, Any]]:
     """One batch as the replay buffer returns it: DQN transitions (the fields and dtypes ``process_transition``
     and ``get_train_sample`` make) plus the collector's and the buffer's bookkeeping fields."""
     g = torch.Generator().manual_seed(1)
@@ -263,7 +302,7 @@ def make_samples(cfg: Any) -> List[Dict[str, Any]]:
             'obs': torch.randn(obs_dim, generator=g),
             'next_obs': torch.randn(obs_dim, generator=g),
             'action': torch.randint(0, act_dim, (), generator=g),
-            'reward': torch.rand((nstep, ) if nstep > 1 else (), generator=g),
+            'reward': torch.rand((nstep,) if nstep > 1 else (), generator=g),
             'done': bool(torch.rand((), generator=g).item() < 0.05),
             'collect_iter': i // 8,
             'env_id': i % 8,
@@ -271,12 +310,12 @@ def make_samples(cfg: Any) -> List[Dict[str, Any]]:
             'replay_buffer_idx': i,
         }
         if nstep > 1:
-            sample['value_gamma'] = torch.tensor(gamma ** nstep, dtype=torch.float32)
+            sample['value_gamma'] = torch.tensor(gamma**nstep, dtype=torch.float32)
         samples.append(sample)
     return samples
 
 
-def stack_samples(samples: List[Dict[str, Any]], keys: List[str]) -> Dict[str, torch.Tensor]:
+def stack_samples(samples: list[dict[str, Any]], keys: list[str]) -> dict[str, torch.Tensor]:
     """What a plain PyTorch loop does with a list of samples: stack the fields it needs."""
     out = {}
     for k in keys:
@@ -289,9 +328,10 @@ class RawDQN:
     """The raw loop's state: ``ding.model.DQN`` from the config's model kwargs, a deep-copied target and fused
     ``ding.torch_utils.Adam``, as ``DQNPolicy`` builds them."""
 
-    def __init__(self, cfg: Any, init_state: Dict[str, torch.Tensor]) -> None:
+    def __init__(self, cfg: Any, init_state: dict[str, torch.Tensor]) -> None:
         from ding.model import DQN
         from ding.torch_utils import Adam
+
         self.model = DQN(**cfg.policy.model)
         self.model.load_state_dict(init_state)
         self.target = copy.deepcopy(self.model)
@@ -303,12 +343,17 @@ class RawDQN:
         self.updates = 0
 
 
-def raw_dqn_update(s: RawDQN, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
+def raw_dqn_update(s: RawDQN, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
     """One double-DQN step: the online net picks the next action, the target net scores it; n-step return;
     squared TD error; target weights assigned every ``target_update_freq`` updates. Returns the same log
     values as ``DQNPolicy``."""
-    obs, next_obs, action, reward, done = batch['obs'], batch['next_obs'], batch['action'], batch['reward'], \
-        batch['done']
+    obs, next_obs, action, reward, done = (
+        batch['obs'],
+        batch['next_obs'],
+        batch['action'],
+        batch['reward'],
+        batch['done'],
+    )
     q = s.model(obs)['logit']
     with torch.no_grad():
         next_action = s.model(next_obs)['logit'].argmax(dim=-1)
@@ -327,8 +372,12 @@ def raw_dqn_update(s: RawDQN, batch: Dict[str, torch.Tensor]) -> Dict[str, Any]:
     s.updates += 1
     if s.updates % s.target_update_freq == 0:
         s.target.load_state_dict(s.model.state_dict())
-    return {'cur_lr': s.optimizer.param_groups[0]['lr'], 'total_loss': loss.item(),
-            'q_value': q.detach().mean().item(), 'target_q_value': target_q.mean().item()}
+    return {
+        'cur_lr': s.optimizer.param_groups[0]['lr'],
+        'total_loss': loss.item(),
+        'q_value': q.detach().mean().item(),
+        'target_q_value': target_q.mean().item(),
+    }
 
 
 def make_dqn_learner(cfg: Any, exp_name: str) -> Any:
@@ -336,6 +385,7 @@ def make_dqn_learner(cfg: Any, exp_name: str) -> Any:
     mode, after ``before_run`` as the serial pipeline calls it (that attaches the NaN guard)."""
     from ding.policy import DQNPolicy
     from ding.worker.learner import BaseLearner
+
     torch.manual_seed(0)
     policy = DQNPolicy(cfg.policy, enable_field=['learn'])
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, exp_name=exp_name)
@@ -343,7 +393,7 @@ def make_dqn_learner(cfg: Any, exp_name: str) -> Any:
     return learner
 
 
-def check_same_maths(cfg: Any, batch: Dict[str, torch.Tensor], steps: int) -> float:
+def check_same_maths(cfg: Any, batch: dict[str, torch.Tensor], steps: int) -> float:
     """Max abs difference of the online weights after ``steps`` updates (past a target assignment) of the
     learner and of the raw loop from the same initial weights on the same batch."""
     learner = make_dqn_learner(cfg, 'learner_overhead_dqn_check')
@@ -353,13 +403,14 @@ def check_same_maths(cfg: Any, batch: Dict[str, torch.Tensor], steps: int) -> fl
         for i in range(steps):
             learner.train(batch, i)
             raw_dqn_update(raw, batch)
-        return max((a - b).abs().max().item() for a, b in zip(model.state_dict().values(),
-                                                               raw.model.state_dict().values()))
+        return max(
+            (a - b).abs().max().item() for a, b in zip(model.state_dict().values(), raw.model.state_dict().values())
+        )
     finally:
         learner.close()
 
 
-def measure(loop: Callable[[int], Any], iters: int) -> Tuple[float, float]:
+def measure(loop: Callable[[int], Any], iters: int) -> tuple[float, float]:
     """(wall-clock seconds, CPU seconds of this process) per iteration of ``loop(iters)``. On a shared machine
     the CPU time is much steadier: it leaves out the time other processes held the core."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -367,13 +418,13 @@ def measure(loop: Callable[[int], Any], iters: int) -> Tuple[float, float]:
     return (time.perf_counter() - wall) / iters, (time.process_time() - cpu) / iters
 
 
-def interleaved_many(fns: List[Callable[[], Any]], rounds: int) -> List[List[Any]]:
+def interleaved_many(fns: list[Callable[[], Any]], rounds: int) -> list[list[Any]]:
     """Results of ``rounds`` runs of each variant; the order rotates (and reverses) every round."""
-    times: List[List[Any]] = [[] for _ in fns]
+    times: list[list[Any]] = [[] for _ in fns]
     n = len(fns)
     for r in range(rounds):
         order = list(range(n))
-        order = order[r % n:] + order[:r % n]
+        order = order[r % n :] + order[: r % n]
         if (r // n) % 2:
             order.reverse()
         for i in order:
@@ -385,6 +436,7 @@ def profile_learner(learner: Any, data: Any, iters: int, top: int = 30) -> None:
     """Print the ``top`` functions by own time over ``iters`` calls of ``learner.train(data)``."""
     import cProfile
     import pstats
+
     prof = cProfile.Profile()
     prof.enable()
     run_learner(learner, data, iters)
@@ -394,6 +446,7 @@ def profile_learner(learner: Any, data: Any, iters: int, top: int = 30) -> None:
 
 def main_dqn(args: argparse.Namespace) -> None:
     from ding.utils.collate import default_collate
+
     load_before = os.getloadavg()
     started = time.perf_counter()
     cfg = dqn_config()
@@ -429,7 +482,8 @@ def main_dqn(args: argparse.Namespace) -> None:
                 profile_learner(lrn_a, batch, iters)
             timed = interleaved_many([lambda loop=loop: measure(loop, iters) for loop in loops], args.rounds)
             (t_raw, t_a, t_stack, t_b), (c_raw, c_a, c_stack, c_b) = (
-                [[t[k] for t in runs] for runs in timed] for k in (0, 1))
+                [[t[k] for t in runs] for runs in timed] for k in (0, 1)
+            )
             hooks = ', '.join(h.name for hs in lrn_a.hooks.values() for h in hs)
             guard_events = {**lrn_a.nan_guard_events, **{'b_' + k: v for k, v in lrn_b.nan_guard_events.items()}}
         finally:
@@ -440,19 +494,29 @@ def main_dqn(args: argparse.Namespace) -> None:
     load_after = os.getloadavg()
 
     m = cfg.policy.model
-    print(f"learner overhead, real DQN learn mode: ding.policy.DQNPolicy from cartpole_dqn_config (model DQN "
-          f"obs {m.obs_shape}, actions {m.action_shape}, encoder {list(m.encoder_hidden_size_list)}, "
-          f"dueling={m.dueling}; nstep {cfg.policy.nstep}, batch {cfg.policy.learn.batch_size}, target assign every "
-          f"{cfg.policy.learn.target_update_freq}, fused Adam), 1 torch thread; {args.rounds} interleaved runs x "
-          f"{iters} iterations per variant; {total:.0f} s in all")
+    print(
+        f'learner overhead, real DQN learn mode: ding.policy.DQNPolicy from cartpole_dqn_config (model DQN '
+        f'obs {m.obs_shape}, actions {m.action_shape}, encoder {list(m.encoder_hidden_size_list)}, '
+        f'dueling={m.dueling}; nstep {cfg.policy.nstep}, batch {cfg.policy.learn.batch_size}, target assign every '
+        f'{cfg.policy.learn.target_update_freq}, fused Adam), 1 torch thread; {args.rounds} interleaved runs x '
+        f'{iters} iterations per variant; {total:.0f} s in all'
+    )
     print(f'learner hooks (compiled config): {hooks}')
-    print(f'same maths: max |weight difference| learner vs raw loop after '
-          f'{2 * int(cfg.policy.learn.target_update_freq) + 10} updates = {max_diff:.2e}; '
-          f'NaN guard events during the runs: {guard_events}')
-    print(f'load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, '
-          f'after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (2 cores)')
-    names = ['raw PyTorch loop, pre-collated batch', '(a) BaseLearner + DQNPolicy, pre-collated batch',
-             'raw loop + torch.stack of the 64 samples', '(b) BaseLearner + DQNPolicy, 64 sample dicts (collate)']
+    print(
+        f'same maths: max |weight difference| learner vs raw loop after '
+        f'{2 * int(cfg.policy.learn.target_update_freq) + 10} updates = {max_diff:.2e}; '
+        f'NaN guard events during the runs: {guard_events}'
+    )
+    print(
+        f'load average (1, 5, 15 min): before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, '
+        f'after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} (2 cores)'
+    )
+    names = [
+        'raw PyTorch loop, pre-collated batch',
+        '(a) BaseLearner + DQNPolicy, pre-collated batch',
+        'raw loop + torch.stack of the 64 samples',
+        '(b) BaseLearner + DQNPolicy, 64 sample dicts (collate)',
+    ]
     for clock, series in (('wall clock', (t_raw, t_a, t_stack, t_b)), ('CPU time', (c_raw, c_a, c_stack, c_b))):
         med = [statistics.median(t) for t in series]
         rows = []
@@ -465,14 +529,38 @@ def main_dqn(args: argparse.Namespace) -> None:
                 target = f'info; {med[2] / med[3]:.3f} vs raw+stack'
             else:
                 target = '' if i == 0 else 'info'
-            rows.append((name, f'{1 / med[i]:,.0f}', f'{1 / min(t):,.0f}', f'{med[i] * 1e6:,.1f}', f'{ratio:.3f}',
-                         f'{per_run:.3f}', target))
+            rows.append(
+                (
+                    name,
+                    f'{1 / med[i]:,.0f}',
+                    f'{1 / min(t):,.0f}',
+                    f'{med[i] * 1e6:,.1f}',
+                    f'{ratio:.3f}',
+                    f'{per_run:.3f}',
+                    target,
+                )
+            )
         print(f'{clock}:')
-        print(table(rows, ('variant', 'it/s (median)', 'it/s (best run)', 'us/it (median)',
-                           'ratio vs raw (medians)', 'ratio (median per run)', 'target')))
+        print(
+            table(
+                rows,
+                (
+                    'variant',
+                    'it/s (median)',
+                    'it/s (best run)',
+                    'us/it (median)',
+                    'ratio vs raw (medians)',
+                    'ratio (median per run)',
+                    'target',
+                ),
+            )
+        )
     if max(t_raw) > 1.3 * min(t_raw):
-        print(f'note: raw wall-clock runs varied {max(t_raw) / min(t_raw):.2f}x between runs (a busy machine); '
-              f'the wall-clock medians are uncertain by about as much, the CPU-time ones much less')
+        print(
+            f'note: raw wall-clock runs varied {max(t_raw) / min(t_raw):.2f}x between runs (a busy machine); '
+            f'the wall-clock medians are uncertain by about as much, the CPU-time ones much less'
+        )
+
 
 if __name__ == '__main__':
     main()

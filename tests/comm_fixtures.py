@@ -1,14 +1,17 @@
 """Fixtures shared by the comm learner and comm collector tests: a real comm worker and a real Master
 on 127.0.0.1, each test in its own directory, everything closed at teardown."""
-from typing import Any, Callable, Dict
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from ding.interaction import Master
 
 
-def define_comm_fixtures(namespace: Dict[str, Any], comm_cls: type, comm_config: Callable[..., dict],
-                         master_kwargs: dict, slave_name: str) -> None:
+def define_comm_fixtures(
+    namespace: dict[str, Any], comm_cls: type, comm_config: Callable[..., dict], master_kwargs: dict, slave_name: str
+) -> None:
     """Put ``workdir``, ``make_comm``, ``master``, ``comm`` and ``conn`` fixtures into a conftest's namespace."""
 
     @pytest.fixture

@@ -33,7 +33,7 @@ BOUNDS = {
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
-BOUNDS_SKIP = ('policy.model', )
+BOUNDS_SKIP = ('policy.model',)
 
 # Sections whose keys (at any depth) must be known to the defaults of the component that owns them:
 # an unknown key there is almost always a typo. Sections not listed (env, policy.model, top level,
@@ -42,17 +42,17 @@ STRICT_SECTIONS = ('policy.learn', 'policy.collect', 'policy.eval', 'policy.othe
 
 # Sections whose known keys get a type check against the default value's type (a superset of the
 # strict sections: policy's own keys such as cuda / discount_factor are typed but not strict).
-TYPED_SECTIONS = STRICT_SECTIONS + ('policy', )
+TYPED_SECTIONS = STRICT_SECTIONS + ('policy',)
 
 # Keys the serial pipelines and workers read from the policy's sections whatever the policy declares
 # (DI-engine policies often leave e.g. collect.n_sample out of their defaults): known in these sections.
 PIPELINE_KEYS = {
     'policy.learn': ('batch_size', 'update_per_collect', 'learner'),
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
-    'policy.eval': ('evaluator', ),
+    'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),
     # ding.entry.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
-    'policy.other.replay_buffer': ('save_with_checkpoint', ),
+    'policy.other.replay_buffer': ('save_with_checkpoint',),
 }
 
 # Keys accepted in any section without appearing in its defaults.
@@ -60,9 +60,7 @@ ALWAYS_KNOWN = ('type', 'import_names', 'cfg_type', 'allow_unknown_keys')
 
 # Cross-field rules: (condition key, [(small key, large key)]) -> small must not exceed large when the
 # condition is truthy and both are set. On-policy: a minibatch cannot be larger than the rollout.
-NOT_EXCEEDING = (
-    ('policy.on_policy', (('policy.learn.batch_size', 'policy.collect.n_sample'), )),
-)
+NOT_EXCEEDING = (('policy.on_policy', (('policy.learn.batch_size', 'policy.collect.n_sample'),)),)
 
 # Environment variable that, set to 1, lets compile_config accept unknown keys everywhere.
 ALLOW_UNKNOWN_ENV = 'DING_ALLOW_UNKNOWN_KEYS'

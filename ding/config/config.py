@@ -3,6 +3,7 @@
 Component classes (learner, evaluator, env managers, buffers, policies...) are imported lazily, inside
 ``compile_config``, so that ``import ding.config`` stays cheap.
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,7 +12,8 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from easydict import EasyDict
 
@@ -50,14 +52,14 @@ _DEFAULT_EVALUATOR = _Default('InteractionSerialEvaluator')
 
 # Packages whose import registers the built-in components of each kind.
 _BUILTIN_PACKAGES = {
-    'env': ('ding.envs', ),
-    'env_manager': ('ding.envs', ),
-    'policy': ('ding.policy', ),
-    'buffer': ('ding.worker.replay_buffer', ),
-    'serial_collector': ('ding.worker.collector', ),
-    'serial_evaluator': ('ding.worker.collector', ),
-    'learner': ('ding.worker.learner', ),
-    'commander': ('ding.worker.coordinator', ),
+    'env': ('ding.envs',),
+    'env_manager': ('ding.envs',),
+    'policy': ('ding.policy',),
+    'buffer': ('ding.worker.replay_buffer',),
+    'serial_collector': ('ding.worker.collector',),
+    'serial_evaluator': ('ding.worker.collector',),
+    'learner': ('ding.worker.learner',),
+    'commander': ('ding.worker.coordinator',),
 }
 # Where a class with no registry entry can still be found, for the defaults.
 _FALLBACK_CLASSES = {
@@ -71,22 +73,22 @@ _CREATE_KEYS = {'serial_collector': 'collector', 'serial_evaluator': 'evaluator'
 
 
 def compile_config(
-        cfg: Mapping,
-        env_manager: Any = None,
-        policy: Any = None,
-        learner: Any = _DEFAULT_LEARNER,
-        collector: Any = None,
-        evaluator: Any = _DEFAULT_EVALUATOR,
-        buffer: Any = None,
-        env: Any = None,
-        reward_model: Any = None,
-        world_model: Any = None,
-        seed: int = 0,
-        auto: bool = False,
-        create_cfg: Optional[Mapping] = None,
-        save_cfg: bool = True,
-        save_path: str = 'total_config.py',
-        renew_dir: bool = True,
+    cfg: Mapping,
+    env_manager: Any = None,
+    policy: Any = None,
+    learner: Any = _DEFAULT_LEARNER,
+    collector: Any = None,
+    evaluator: Any = _DEFAULT_EVALUATOR,
+    buffer: Any = None,
+    env: Any = None,
+    reward_model: Any = None,
+    world_model: Any = None,
+    seed: int = 0,
+    auto: bool = False,
+    create_cfg: Mapping | None = None,
+    save_cfg: bool = True,
+    save_path: str = 'total_config.py',
+    renew_dir: bool = True,
 ) -> EasyDict:
     """Merge ``cfg`` over the defaults of the components it configures; validate; optionally save.
 
@@ -120,12 +122,14 @@ def compile_config(
         if isinstance(learner, _Default):
             learner = _component_class('learner', 'base', None, where='compile_config(learner=BaseLearner)')
         if isinstance(evaluator, _Default):
-            evaluator = _component_class('serial_evaluator', 'interaction', None,
-                                         where='compile_config(evaluator=InteractionSerialEvaluator)')
+            evaluator = _component_class(
+                'serial_evaluator', 'interaction', None, where='compile_config(evaluator=InteractionSerialEvaluator)'
+            )
         commander = None
 
-    defaults = _build_defaults(create, env, env_manager, policy, learner, collector, evaluator, buffer, commander,
-                               reward_model, world_model)
+    defaults = _build_defaults(
+        create, env, env_manager, policy, learner, collector, evaluator, buffer, commander, reward_model, world_model
+    )
     allow_all = os.environ.get(ALLOW_UNKNOWN_ENV, '').strip().lower() in ('1', 'true', 'yes')
     validate_config(user, defaults, allow_unknown_keys=allow_all)
 
@@ -140,8 +144,9 @@ def compile_config(
 
 
 # ---- resolving component classes -----------------------------------------------------------------
-def _resolve_from_create(create: EasyDict, env: Any, env_manager: Any, policy: Any, collector: Any, buffer: Any,
-                         learner: Any, evaluator: Any) -> tuple:
+def _resolve_from_create(
+    create: EasyDict, env: Any, env_manager: Any, policy: Any, collector: Any, buffer: Any, learner: Any, evaluator: Any
+) -> tuple:
     for part, given in (('env', env), ('env_manager', env_manager), ('policy', policy)):
         if part not in create and given is None:
             raise ConfigError(f"create_config has no '{part}' section (need {part}=dict(type=...))")
@@ -176,13 +181,14 @@ def _resolve_from_create(create: EasyDict, env: Any, env_manager: Any, policy: A
 def _type_of(create: Mapping, part: str) -> str:
     section = create.get(part)
     if not isinstance(section, Mapping) or not section.get('type'):
-        raise ConfigError(f"create_config.{part}.type is missing (the registered name of the {part} to use)")
+        raise ConfigError(f'create_config.{part}.type is missing (the registered name of the {part} to use)')
     return section['type']
 
 
-def _component_class(kind: str, type_name: str, section: Optional[Mapping], where: Optional[str] = None) -> Any:
+def _component_class(kind: str, type_name: str, section: Mapping | None, where: str | None = None) -> Any:
     """Import ``section.import_names`` and the built-in package of ``kind``; look ``type_name`` up."""
     from ding.utils.registry import REGISTRIES
+
     create_key = f'create_config.{_CREATE_KEYS.get(kind, kind)}'
     where = where or f'{create_key}.type'
     _import_names((section or {}).get('import_names') or [], f'{create_key}.import_names')
@@ -201,7 +207,7 @@ def _component_class(kind: str, type_name: str, section: Optional[Mapping], wher
     try:
         return registry.get_cls(type_name)
     except KeyError as e:
-        raise ConfigError(f"{where}: {e.args[0]}") from None
+        raise ConfigError(f'{where}: {e.args[0]}') from None
 
 
 def _default_class(kind: str) -> Any:
@@ -233,7 +239,7 @@ def _import_builtin(package: str) -> None:
             raise
 
 
-def _registered_name(registry: Mapping, cls: Any) -> Optional[str]:
+def _registered_name(registry: Mapping, cls: Any) -> str | None:
     for name, value in registry.items():
         if value is cls:
             return name
@@ -254,9 +260,19 @@ def _defaults_of(component: Any) -> EasyDict:
 
 
 # ---- building the defaults tree ------------------------------------------------------------------
-def _build_defaults(create: Optional[EasyDict], env: Any, env_manager: Any, policy: Any, learner: Any,
-                    collector: Any, evaluator: Any, buffer: Any, commander: Any, reward_model: Any,
-                    world_model: Any) -> EasyDict:
+def _build_defaults(
+    create: EasyDict | None,
+    env: Any,
+    env_manager: Any,
+    policy: Any,
+    learner: Any,
+    collector: Any,
+    evaluator: Any,
+    buffer: Any,
+    commander: Any,
+    reward_model: Any,
+    world_model: Any,
+) -> EasyDict:
     create = create or EasyDict()
     env_cfg = deep_merge_dicts(ENV_CONFIG_TEMPLATE, _defaults_of(env))
     manager = deep_merge_dicts(_defaults_of(env_manager), env_cfg.get('manager'))
@@ -287,11 +303,12 @@ def _build_defaults(create: Optional[EasyDict], env: Any, env_manager: Any, poli
     return defaults
 
 
-def _with_type(create_section: Optional[Mapping], cls: Any, kind: str) -> EasyDict:
+def _with_type(create_section: Mapping | None, cls: Any, kind: str) -> EasyDict:
     """The create_config section, with ``type`` filled from the registry when only a class was given."""
     out = deep_merge_dicts(create_section, None)
     if 'type' not in out and cls is not None:
         from ding.utils.registry import REGISTRIES
+
         name = _registered_name(REGISTRIES[kind], cls)
         if name is not None:
             out.type = name
@@ -299,12 +316,16 @@ def _with_type(create_section: Optional[Mapping], cls: Any, kind: str) -> EasyDi
 
 
 # ---- after the merge ---------------------------------------------------------------------------
-def _finish(cfg: EasyDict, user: Mapping, create: Optional[Mapping], seed: int, has_evaluator: bool) -> None:
+def _finish(cfg: EasyDict, user: Mapping, create: Mapping | None, seed: int, has_evaluator: bool) -> None:
     if create:
         # The types that picked the classes are the ones recorded, whatever the main config says.
-        for part, target in (('env', cfg.env), ('env_manager', cfg.env.manager), ('policy', cfg.policy),
-                             ('collector', cfg.policy.collect.collector),
-                             ('replay_buffer', cfg.policy.other.replay_buffer)):
+        for part, target in (
+            ('env', cfg.env),
+            ('env_manager', cfg.env.manager),
+            ('policy', cfg.policy),
+            ('collector', cfg.policy.collect.collector),
+            ('replay_buffer', cfg.policy.other.replay_buffer),
+        ):
             section = create.get(part)
             if isinstance(section, Mapping):
                 for key in ('type', 'import_names'):
@@ -319,8 +340,10 @@ def _finish(cfg: EasyDict, user: Mapping, create: Optional[Mapping], seed: int, 
         evaluator = cfg.policy.eval.evaluator
         for env_key, eval_key in (('stop_value', 'stop_value'), ('n_evaluator_episode', 'n_episode')):
             # The env section is where configs usually say it; an evaluator-only value is kept too.
-            if get_path(user, f'env.{env_key}') is None and get_path(user, f'policy.eval.evaluator.{eval_key}') \
-                    is not None:
+            if (
+                get_path(user, f'env.{env_key}') is None
+                and get_path(user, f'policy.eval.evaluator.{eval_key}') is not None
+            ):
                 cfg.env[env_key] = evaluator[eval_key]
             else:
                 evaluator[eval_key] = cfg.env.get(env_key)
@@ -330,6 +353,7 @@ def _finish(cfg: EasyDict, user: Mapping, create: Optional[Mapping], seed: int, 
             cfg[name].setdefault('cuda', cuda)
     if cuda:
         import torch
+
         if not torch.cuda.is_available():
             _LOG.warning('policy.cuda=True but no CUDA device is available: the policy will run on the CPU')
 
@@ -346,5 +370,13 @@ def _prepare_exp_dir(cfg: EasyDict, renew_dir: bool) -> None:
     os.makedirs(cfg.exp_name, exist_ok=True)
 
 
-__all__ = ['compile_config', 'read_config', 'save_config', 'save_config_py', 'deep_merge_dicts', 'deep_update',
-           'ConfigError', 'validate_config']
+__all__ = [
+    'compile_config',
+    'read_config',
+    'save_config',
+    'save_config_py',
+    'deep_merge_dicts',
+    'deep_update',
+    'ConfigError',
+    'validate_config',
+]

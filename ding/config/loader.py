@@ -1,4 +1,5 @@
 """Reading config files: Python modules (DI-engine style) and YAML."""
+
 from __future__ import annotations
 
 import copy
@@ -7,7 +8,8 @@ import itertools
 import os
 import sys
 import traceback
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from easydict import EasyDict
 
@@ -23,7 +25,7 @@ _PARTS = {
 }
 
 
-def read_config(path: str) -> Tuple[EasyDict, EasyDict, Optional[EasyDict]]:
+def read_config(path: str) -> tuple[EasyDict, EasyDict, EasyDict | None]:
     """Load ``(main_config, create_config, system_config or None)`` from a ``.py`` or ``.yaml/.yml`` file.
 
     A Python file defines ``main_config`` and ``create_config`` (and optionally ``system_config``); when
@@ -47,7 +49,7 @@ def read_config(path: str) -> Tuple[EasyDict, EasyDict, Optional[EasyDict]]:
     return main, create, system
 
 
-def _exec_python(path: str) -> Dict[str, Any]:
+def _exec_python(path: str) -> dict[str, Any]:
     """Run the file as a module (under a private name, removed from sys.modules afterwards)."""
     name = f'_ding_user_config_{next(_module_ids)}'
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
@@ -76,8 +78,9 @@ def _line_in(exc: BaseException, path: str) -> str:
     return f' (line {lines[-1]})' if lines else ''
 
 
-def _load_yaml(path: str) -> Dict[str, Any]:
+def _load_yaml(path: str) -> dict[str, Any]:
     import yaml  # only YAML users pay for it
+
     try:
         with open(path, encoding='utf-8') as f:
             data = yaml.safe_load(f)
@@ -88,35 +91,41 @@ def _load_yaml(path: str) -> Dict[str, Any]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file '{path}': the top level must be a mapping with main_config / create_config "
-                          f"(/ system_config), got {type(data).__name__}")
+        raise ConfigError(
+            f"config file '{path}': the top level must be a mapping with main_config / create_config "
+            f'(/ system_config), got {type(data).__name__}'
+        )
     return data
 
 
-def _pick(namespace: Mapping[str, Any], part: str, path: str, required: bool) -> Optional[EasyDict]:
+def _pick(namespace: Mapping[str, Any], part: str, path: str, required: bool) -> EasyDict | None:
     exact, suffix = _PARTS[part]
     if exact in namespace:
         value, name = namespace[exact], exact
     else:
         candidates = _fallback_candidates(namespace, part, suffix)
         if len(candidates) > 1:
-            raise ConfigError(f"config file '{path}': no '{exact}' variable, and several candidates "
-                              f"{sorted(candidates)}; define {exact} = <one of them>")
+            raise ConfigError(
+                f"config file '{path}': no '{exact}' variable, and several candidates "
+                f'{sorted(candidates)}; define {exact} = <one of them>'
+            )
         if not candidates:
             if not required:
                 return None
-            raise ConfigError(f"config file '{path}': no '{exact}' defined (expected a dict named '{exact}' or a "
-                              f"single dict named '*{suffix}')")
+            raise ConfigError(
+                f"config file '{path}': no '{exact}' defined (expected a dict named '{exact}' or a "
+                f"single dict named '*{suffix}')"
+            )
         name, value = next(iter(candidates.items()))
     if not isinstance(value, Mapping):
         raise ConfigError(f"config file '{path}': '{name}' must be a dict, got {type(value).__name__}")
     return EasyDict(copy.deepcopy(dict(value)))
 
 
-def _fallback_candidates(namespace: Mapping[str, Any], part: str, suffix: str) -> Dict[str, Any]:
+def _fallback_candidates(namespace: Mapping[str, Any], part: str, suffix: str) -> dict[str, Any]:
     """Module-level dicts whose names end with ``suffix`` (aliases of one object count once)."""
     other_suffixes = [s for p, (_, s) in _PARTS.items() if p != part and s.endswith(suffix) and s != suffix]
-    found: Dict[str, Any] = {}
+    found: dict[str, Any] = {}
     seen = set()
     for name, value in namespace.items():
         if not name.endswith(suffix) or not isinstance(value, Mapping):

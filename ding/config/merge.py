@@ -1,13 +1,15 @@
 """Recursive merging of nested config dicts."""
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from easydict import EasyDict
 
 
-def deep_merge_dicts(original: Optional[Mapping], new_data: Optional[Mapping]) -> EasyDict:
+def deep_merge_dicts(original: Mapping | None, new_data: Mapping | None) -> EasyDict:
     """Return a new EasyDict: ``original`` with ``new_data`` merged over it, recursively.
 
     A nested dict in ``new_data`` updates the dict at the same key in ``original`` key by key; any other

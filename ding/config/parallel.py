@@ -11,13 +11,15 @@ could take such a port before the worker binds it (a small race); the parallel p
 a worker whose port is taken exits with a distinct code and is restarted on a fresh port, and every
 worker reports the port it really listens on through its ready file.
 """
+
 from __future__ import annotations
 
 import copy
 import math
 import os
 import socket
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from easydict import EasyDict
 
@@ -25,7 +27,7 @@ from .errors import ConfigError
 from .merge import deep_merge_dicts
 
 LOCAL_HOST = '127.0.0.1'
-PLATFORMS = ('local', )
+PLATFORMS = ('local',)
 
 # Parallel-only keys (DI-engine names) with their defaults; they join the component defaults so the
 # strict sections accept them.
@@ -41,7 +43,7 @@ DEFAULT_SYSTEM = dict(
 
 
 # ---- free ports ---------------------------------------------------------------------------------
-def find_free_port(host: str = LOCAL_HOST, taken: Optional[set] = None) -> int:
+def find_free_port(host: str = LOCAL_HOST, taken: set | None = None) -> int:
     """A port that was free on ``host`` a moment ago (bind to port 0, read it, release it)."""
     taken = taken if taken is not None else set()
     for _ in range(100):
@@ -65,7 +67,7 @@ def _can_bind(host: str) -> bool:
 
 
 # ---- system section -----------------------------------------------------------------------------
-def _host_for(hosts: Union[None, str, Sequence[str]], index: int, default: str) -> str:
+def _host_for(hosts: None | str | Sequence[str], index: int, default: str) -> str:
     if hosts is None:
         return default
     if isinstance(hosts, str):
@@ -76,14 +78,16 @@ def _host_for(hosts: Union[None, str, Sequence[str]], index: int, default: str) 
     return hosts[index % len(hosts)]
 
 
-def _resolve_port(entry: Dict[str, Any], where: str, taken: set) -> None:
+def _resolve_port(entry: dict[str, Any], where: str, taken: set) -> None:
     port = entry.get('port', 'auto')
     if port in (None, 'auto'):
         host = entry['host']
         bind_host = '0.0.0.0' if host in ('0.0.0.0', '') else host
         if not _can_bind(bind_host):
-            raise ConfigError(f"system config: {where}.port is 'auto' but host '{host}' is not this machine; "
-                              f"give {where}.port explicitly")
+            raise ConfigError(
+                f"system config: {where}.port is 'auto' but host '{host}' is not this machine; "
+                f'give {where}.port explicitly'
+            )
         entry['port'] = find_free_port(bind_host, taken)
     elif isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535:
         raise ConfigError(f"system config: {where}.port must be 'auto' or an int in [1, 65535], got {port!r}")
@@ -92,10 +96,10 @@ def _resolve_port(entry: Dict[str, Any], where: str, taken: set) -> None:
 
 
 def parallel_transform(
-        cfg: Mapping[str, Any],
-        coordinator_host: Optional[str] = None,
-        learner_host: Union[None, str, Sequence[str]] = None,
-        collector_host: Union[None, str, Sequence[str]] = None,
+    cfg: Mapping[str, Any],
+    coordinator_host: str | None = None,
+    learner_host: None | str | Sequence[str] = None,
+    collector_host: None | str | Sequence[str] = None,
 ) -> EasyDict:
     """Fill ``cfg.system`` (``cfg`` holds ``main`` and ``system``) with every process's address.
 
@@ -112,21 +116,22 @@ def parallel_transform(
     learner_num = int(main.policy.learn.learner.get('learner_num', 1))
     collector_num = int(main.policy.collect.collector.get('collector_num', 1))
     if learner_num < 1 or collector_num < 1:
-        raise ConfigError(f'parallel config: need learner_num >= 1 and collector_num >= 1, got '
-                          f'learner_num={learner_num}, collector_num={collector_num}')
+        raise ConfigError(
+            f'parallel config: need learner_num >= 1 and collector_num >= 1, got '
+            f'learner_num={learner_num}, collector_num={collector_num}'
+        )
     if system.communication_mode != 'auto':
         raise ConfigError(f"system config: communication_mode must be 'auto', got {system.communication_mode!r}")
     # '{exp_name}' in a path follows the experiment name (e.g. when the CLI adds a seed suffix).
     system.path_data = os.path.abspath((system.path_data or './{exp_name}/data').replace('{exp_name}', exp_name))
-    system.path_policy = os.path.abspath(
-        (system.path_policy or './{exp_name}/policy').replace('{exp_name}', exp_name))
+    system.path_policy = os.path.abspath((system.path_policy or './{exp_name}/policy').replace('{exp_name}', exp_name))
 
     taken: set = set()
     coordinator = system.coordinator
     coordinator.host = coordinator_host or coordinator.get('host') or LOCAL_HOST
     _resolve_port(coordinator, 'coordinator', taken)
 
-    def workers(kind: str, num: int, comm_key: str, hosts: Any) -> Dict[str, Any]:
+    def workers(kind: str, num: int, comm_key: str, hosts: Any) -> dict[str, Any]:
         comm = system.get(comm_key) or {}
         if not comm.get('type'):
             raise ConfigError(f"parallel config: create_config.{comm_key}.type is missing (e.g. 'flask_fs')")
@@ -137,8 +142,9 @@ def parallel_transform(
             entry = dict(given.get(name) or {})
             entry.setdefault('type', comm['type'])
             entry.setdefault('import_names', list(comm.get('import_names', [])))
-            entry['host'] = entry.get('host') if entry.get('host') not in (None, 'auto') else \
-                _host_for(hosts, i, LOCAL_HOST)
+            entry['host'] = (
+                entry.get('host') if entry.get('host') not in (None, 'auto') else _host_for(hosts, i, LOCAL_HOST)
+            )
             _resolve_port(entry, f'{kind}.{name}', taken)
             entry.setdefault('path_data', system.path_data)
             entry.setdefault('path_policy', system.path_policy)
@@ -154,11 +160,11 @@ def parallel_transform(
 
 
 # ---- main section -------------------------------------------------------------------------------
-def _type_section(create_cfg: Mapping[str, Any], key: str, required: bool = True) -> Optional[EasyDict]:
+def _type_section(create_cfg: Mapping[str, Any], key: str, required: bool = True) -> EasyDict | None:
     section = create_cfg.get(key)
     if section is None:
         if required:
-            raise ConfigError(f"parallel config: create_config.{key} is missing (it names the {key} type)")
+            raise ConfigError(f'parallel config: create_config.{key} is missing (it names the {key} type)')
         return None
     if not isinstance(section, Mapping) or not section.get('type'):
         raise ConfigError(f"parallel config: create_config.{key} needs a 'type', got {section!r}")
@@ -173,8 +179,15 @@ def _defaults_of(cls: Any) -> EasyDict:
 
 def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
     """The tree of component defaults that the user's main config is merged over."""
-    from ding.utils.registry import (BUFFER_REGISTRY, ENV_MANAGER_REGISTRY, ENV_REGISTRY, LEARNER_REGISTRY,
-                                     PARALLEL_COLLECTOR_REGISTRY, POLICY_REGISTRY, import_module)
+    from ding.utils.registry import (
+        BUFFER_REGISTRY,
+        ENV_MANAGER_REGISTRY,
+        ENV_REGISTRY,
+        LEARNER_REGISTRY,
+        PARALLEL_COLLECTOR_REGISTRY,
+        POLICY_REGISTRY,
+        import_module,
+    )
     from ding.worker.coordinator.base_parallel_commander import get_parallel_commander_cls
 
     def cls_of(registry: Any, section: Mapping[str, Any], builtin: Sequence[str] = ()) -> Any:
@@ -203,11 +216,13 @@ def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
         policy_cfg.import_names = policy_c.import_names
     for section in ('learn', 'collect', 'eval', 'other'):
         policy_cfg.setdefault(section, EasyDict())
-    learner_cfg = deep_merge_dicts(PARALLEL_LEARNER_DEFAULTS,
-                                   _defaults_of(cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner'])))
+    learner_cfg = deep_merge_dicts(
+        PARALLEL_LEARNER_DEFAULTS, _defaults_of(cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner']))
+    )
     policy_cfg.learn.learner = deep_merge_dicts(learner_cfg, learner_c)
-    collector_cls = cls_of(PARALLEL_COLLECTOR_REGISTRY, collector_c,
-                           ['ding.worker.collector.zergling_parallel_collector'])
+    collector_cls = cls_of(
+        PARALLEL_COLLECTOR_REGISTRY, collector_c, ['ding.worker.collector.zergling_parallel_collector']
+    )
     collector_cfg = deep_merge_dicts(PARALLEL_COLLECTOR_DEFAULTS, _defaults_of(collector_cls))
     policy_cfg.collect.collector = deep_merge_dicts(collector_cfg, collector_c)
     try:
@@ -221,16 +236,16 @@ def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
 
 
 def compile_config_parallel(
-        cfg: Mapping[str, Any],
-        create_cfg: Mapping[str, Any],
-        system_cfg: Optional[Mapping[str, Any]],
-        seed: int = 0,
-        save_cfg: bool = True,
-        save_path: str = 'total_config.py',
-        platform: str = 'local',
-        coordinator_host: Optional[str] = None,
-        learner_host: Union[None, str, List[str]] = None,
-        collector_host: Union[None, str, List[str]] = None,
+    cfg: Mapping[str, Any],
+    create_cfg: Mapping[str, Any],
+    system_cfg: Mapping[str, Any] | None,
+    seed: int = 0,
+    save_cfg: bool = True,
+    save_path: str = 'total_config.py',
+    platform: str = 'local',
+    coordinator_host: str | None = None,
+    learner_host: None | str | list[str] = None,
+    collector_host: None | str | list[str] = None,
 ) -> EasyDict:
     """Return ``EasyDict(main=<compiled main config>, system=<filled system config>)``.
 
@@ -240,7 +255,7 @@ def compile_config_parallel(
     ``system_config``.
     """
     if platform not in PLATFORMS:
-        raise ConfigError(f"compile_config_parallel: platform {platform!r} is not supported (supported: {PLATFORMS})")
+        raise ConfigError(f'compile_config_parallel: platform {platform!r} is not supported (supported: {PLATFORMS})')
     cfg = EasyDict(copy.deepcopy(dict(cfg)))
     create_cfg = EasyDict(copy.deepcopy(dict(create_cfg)))
     system_cfg = EasyDict(copy.deepcopy(dict(system_cfg or {})))
@@ -273,6 +288,7 @@ def compile_config_parallel(
     out = parallel_transform(EasyDict(main=main, system=system_cfg), coordinator_host, learner_host, collector_host)
     out.main.policy.other.commander.path_policy = out.system.path_policy  # DI-engine keeps it here too
     from ding.worker.coordinator.coordinator import Coordinator
+
     out.system.coordinator = deep_merge_dicts(Coordinator.default_config(), out.system.coordinator)
     out.seed = seed
     if save_cfg:
@@ -304,10 +320,12 @@ def _py(value: Any, indent: int = 0) -> str:
 def save_parallel_config(cfg: Mapping[str, Any], create_cfg: Mapping[str, Any], path: str) -> str:
     """Write ``main_config``, ``create_config`` and ``system_config`` to ``path`` (atomically); return it."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    text = ('"""Compiled parallel config written by ding.config.compile_config_parallel."""\n\n'
-            f"main_config = {_py(cfg['main'])}\n\n"
-            f'create_config = {_py(create_cfg)}\n\n'
-            f"system_config = {_py(cfg['system'])}\n")
+    text = (
+        '"""Compiled parallel config written by ding.config.compile_config_parallel."""\n\n'
+        f'main_config = {_py(cfg["main"])}\n\n'
+        f'create_config = {_py(create_cfg)}\n\n'
+        f'system_config = {_py(cfg["system"])}\n'
+    )
     tmp = f'{path}.{os.getpid()}.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
         f.write(text)

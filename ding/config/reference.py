@@ -3,34 +3,40 @@
 ``python -m ding.config.reference`` prints the markdown; a test checks that the doc holds exactly
 this text, so the reference cannot drift from ``default_config()``.
 """
+
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterator, List, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 BEGIN = '<!-- BEGIN GENERATED COMPONENT DEFAULTS (python -m ding.config.reference) -->'
 END = '<!-- END GENERATED COMPONENT DEFAULTS -->'
 
 # (title, where it lands in the compiled config, registry name, type, module to import)
-COMPONENTS: List[Tuple[str, str, str, str, str]] = [
+COMPONENTS: list[tuple[str, str, str, str, str]] = [
     ('DQN policy', 'policy', 'policy', 'dqn', 'ding.policy'),
     ('PPO policy', 'policy', 'policy', 'ppo', 'ding.policy'),
     ('A2C policy', 'policy', 'policy', 'a2c', 'ding.policy'),
     ('BaseLearner', 'policy.learn.learner', 'learner', 'base', 'ding.worker.learner'),
     ('SampleSerialCollector', 'policy.collect.collector', 'serial_collector', 'sample', 'ding.worker.collector'),
     ('EpisodeSerialCollector', 'policy.collect.collector', 'serial_collector', 'episode', 'ding.worker.collector'),
-    ('InteractionSerialEvaluator', 'policy.eval.evaluator', 'serial_evaluator', 'interaction',
-     'ding.worker.collector'),
+    ('InteractionSerialEvaluator', 'policy.eval.evaluator', 'serial_evaluator', 'interaction', 'ding.worker.collector'),
     ('Naive (FIFO) replay buffer', 'policy.other.replay_buffer', 'buffer', 'naive', 'ding.worker.replay_buffer'),
-    ('Advanced (prioritized) replay buffer', 'policy.other.replay_buffer', 'buffer', 'advanced',
-     'ding.worker.replay_buffer'),
+    (
+        'Advanced (prioritized) replay buffer',
+        'policy.other.replay_buffer',
+        'buffer',
+        'advanced',
+        'ding.worker.replay_buffer',
+    ),
     ('BaseSerialCommander', 'policy.other.commander', 'commander', 'base', 'ding.worker.coordinator'),
     ('Base env manager', 'env.manager', 'env_manager', 'base', 'ding.envs'),
     ('Subprocess env manager', 'env.manager', 'env_manager', 'subprocess', 'ding.envs'),
 ]
 
 
-def _flatten(d: Any, prefix: str = '') -> Iterator[Tuple[str, Any]]:
+def _flatten(d: Any, prefix: str = '') -> Iterator[tuple[str, Any]]:
     for key, value in d.items():
         if key == 'cfg_type':
             continue
@@ -48,6 +54,7 @@ def _fmt(value: Any) -> str:
 
 def generate() -> str:
     from ding.utils.registry import REGISTRIES
+
     parts = [BEGIN, '']
     for title, where, registry, type_name, module in COMPONENTS:
         importlib.import_module(module)

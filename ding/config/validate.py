@@ -4,21 +4,22 @@ Three kinds of problems are reported, all at once, in one ``ConfigError``:
 unknown keys in strict sections (with the closest valid keys), values of the wrong type, and values
 outside the bounds in ``ding.config.bounds`` (plus the cross-field rules there).
 """
+
 from __future__ import annotations
 
 import difflib
 import math
 import re
-from functools import lru_cache
-from typing import Any, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
 
-from .bounds import (ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS,
-                     TYPED_SECTIONS)
+from .bounds import ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS, TYPED_SECTIONS
 from .errors import ConfigError
 from .merge import deep_merge_dicts, get_path
 
 
-def validate_config(cfg: Mapping, defaults: Optional[Mapping] = None, allow_unknown_keys: bool = False) -> None:
+def validate_config(cfg: Mapping, defaults: Mapping | None = None, allow_unknown_keys: bool = False) -> None:
     """Raise ``ConfigError`` listing every problem found in ``cfg``; return None if it is fine.
 
     ``defaults`` is the config tree of component defaults (what ``compile_config`` merges ``cfg`` over).
@@ -27,7 +28,7 @@ def validate_config(cfg: Mapping, defaults: Optional[Mapping] = None, allow_unkn
     """
     defaults = defaults or {}
     allow = bool(allow_unknown_keys) or cfg.get('allow_unknown_keys') is True
-    problems: List[str] = []
+    problems: list[str] = []
     _check_keys_and_types(cfg, defaults, '', strict=False, typed=False, allow=allow, problems=problems)
     already_reported = {p.split(':', 1)[0] for p in problems}
     merged = deep_merge_dicts(defaults, cfg)
@@ -37,8 +38,10 @@ def validate_config(cfg: Mapping, defaults: Optional[Mapping] = None, allow_unkn
         head = 'invalid config' if len(problems) == 1 else f'invalid config ({len(problems)} problems)'
         text = head + ':\n  ' + '\n  '.join(problems)
         if any(_UNKNOWN in p for p in problems):
-            text += ('\n(If such keys are intended, e.g. in research code: set allow_unknown_keys=True in the '
-                     'section or at the top level, or DING_ALLOW_UNKNOWN_KEYS=1 in the environment.)')
+            text += (
+                '\n(If such keys are intended, e.g. in research code: set allow_unknown_keys=True in the '
+                'section or at the top level, or DING_ALLOW_UNKNOWN_KEYS=1 in the environment.)'
+            )
         raise ConfigError(text)
 
 
@@ -46,11 +49,12 @@ _UNKNOWN = ': unknown key '
 
 
 # ---- unknown keys and types ------------------------------------------------------------------------
-def _check_keys_and_types(user: Mapping, default: Mapping, path: str, strict: bool, typed: bool, allow: bool,
-                          problems: List[str]) -> None:
+def _check_keys_and_types(
+    user: Mapping, default: Mapping, path: str, strict: bool, typed: bool, allow: bool, problems: list[str]
+) -> None:
     flag = user.get('allow_unknown_keys')
     if flag is not None and not isinstance(flag, bool):
-        problems.append(f"{_join(path, 'allow_unknown_keys')}: expected True or False, got {_show(flag)}")
+        problems.append(f'{_join(path, "allow_unknown_keys")}: expected True or False, got {_show(flag)}')
     allow = allow or flag is True
     pipeline_keys = PIPELINE_KEYS.get(path, ())
     for key, value in user.items():
@@ -71,22 +75,28 @@ def _check_keys_and_types(user: Mapping, default: Mapping, path: str, strict: bo
         if isinstance(value, Mapping) and isinstance(expected, Mapping):
             # ``strict``/``typed`` describe the keys of the section being entered.
             child_strict = strict or key_path in STRICT_SECTIONS
-            _check_keys_and_types(value, expected, key_path, strict=child_strict,
-                                  typed=child_strict or key_path in TYPED_SECTIONS, allow=allow, problems=problems)
+            _check_keys_and_types(
+                value,
+                expected,
+                key_path,
+                strict=child_strict,
+                typed=child_strict or key_path in TYPED_SECTIONS,
+                allow=allow,
+                problems=problems,
+            )
 
 
-def _unknown_key_message(key_path: str, key: str, known: List[Any]) -> str:
+def _unknown_key_message(key_path: str, key: str, known: list[Any]) -> str:
     valid = sorted({str(k) for k in known if k != 'cfg_type'})
     close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
     parent = key_path.rpartition('.')[0] or '<top level>'
     msg = f"{key_path}{_UNKNOWN}'{key}' in {parent}"
     if close:
-        msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        msg += f'; did you mean {" or ".join(repr(c) for c in close)}?'
     return msg + f' Valid keys: {valid}'
 
 
-
-def _type_error(value: Any, expected: Any) -> Optional[str]:
+def _type_error(value: Any, expected: Any) -> str | None:
     """Why ``value`` cannot stand where the default is ``expected``; None if it can."""
     if value is None or expected is None:
         return None  # None means "not set / off" for many keys; the component decides
@@ -126,7 +136,7 @@ def _is_integral(value: Any) -> bool:
 
 
 # ---- bounds ------------------------------------------------------------------------------------------
-def _check_bounds(node: Mapping, path: str, problems: List[str], skip: set) -> None:
+def _check_bounds(node: Mapping, path: str, problems: list[str], skip: set) -> None:
     for key, value in node.items():
         key_path = _join(path, str(key))
         if key_path in BOUNDS_SKIP or key_path in skip:
@@ -148,17 +158,17 @@ def _check_bounds(node: Mapping, path: str, problems: List[str], skip: set) -> N
             problems.append(f'{key_path} = {_show(value)} is out of range: must be {_describe(interval)}')
 
 
-def _bound_for(key_path: str) -> Optional[Tuple[str, str]]:
+def _bound_for(key_path: str) -> tuple[str, str] | None:
     parts = key_path.split('.')
     for suffix, spec in BOUNDS.items():
         want = suffix.split('.')
-        if parts[-len(want):] == want:
+        if parts[-len(want) :] == want:
             return spec
     return None
 
 
-@lru_cache(maxsize=None)
-def _parse_interval(text: str) -> Tuple[bool, float, float, bool]:
+@cache
+def _parse_interval(text: str) -> tuple[bool, float, float, bool]:
     m = re.fullmatch(r'\s*([\[(])\s*(-?[\w.]+)\s*,\s*(-?[\w.]+)\s*([\])])\s*', text)
     if not m:
         raise ValueError(f'ding.config.bounds: malformed interval {text!r}')
@@ -175,7 +185,7 @@ def _in_interval(value: float, text: str) -> bool:
 def _describe(text: str) -> str:
     lo_closed, lo, hi, hi_closed = _parse_interval(text)
     if math.isinf(hi):
-        return f"{'>=' if lo_closed else '>'} {_num(lo)}"
+        return f'{">=" if lo_closed else ">"} {_num(lo)}'
     return f'in {text.strip()}'
 
 
@@ -184,7 +194,7 @@ def _num(x: float) -> str:
 
 
 # ---- cross-field rules -------------------------------------------------------------------------------
-def _check_cross_fields(cfg: Mapping, problems: List[str]) -> None:
+def _check_cross_fields(cfg: Mapping, problems: list[str]) -> None:
     for condition, pairs in NOT_EXCEEDING:
         if not get_path(cfg, condition):
             continue
@@ -223,6 +233,8 @@ def coerce_integers(cfg: dict, defaults: Mapping, path: str = '') -> None:
             coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path)
         elif isinstance(value, float) and value.is_integer():
             spec = _bound_for(key_path)
-            wants_int = (isinstance(default, int) and not isinstance(default, bool)) or (spec is not None and spec[0] == 'int')
+            wants_int = (isinstance(default, int) and not isinstance(default, bool)) or (
+                spec is not None and spec[0] == 'int'
+            )
             if wants_int:
                 cfg[key] = int(value)

@@ -1,17 +1,19 @@
 """Writing a compiled config back to disk as a Python file (or YAML) that ``read_config`` loads again."""
+
 from __future__ import annotations
 
 import logging
 import math
 import os
-from typing import Any, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 _LOG = logging.getLogger('ding.config')
 _INDENT = 4
 _LINE_WIDTH = 100
 
 
-def save_config_py(config_: Mapping, path: str, create_cfg: Optional[Mapping] = None) -> None:
+def save_config_py(config_: Mapping, path: str, create_cfg: Mapping | None = None) -> None:
     """Write ``exp_config = {...}``, ``main_config = exp_config`` and ``create_config = {...}`` to ``path``.
 
     ``create_cfg`` defaults to one rebuilt from the ``type`` / ``import_names`` keys of ``config_``.
@@ -20,7 +22,7 @@ def save_config_py(config_: Mapping, path: str, create_cfg: Optional[Mapping] = 
     """
     if create_cfg is None:
         create_cfg = create_config_from(config_)
-    odd: List[str] = []
+    odd: list[str] = []
     text = (
         '"""Compiled config written by ding.config (load it with ding.config.read_config)."""\n\n'
         f'exp_config = {_format(config_, 0, "", odd)}\n'
@@ -28,8 +30,9 @@ def save_config_py(config_: Mapping, path: str, create_cfg: Optional[Mapping] = 
         f'create_config = {_format(_strip_command_suffix(create_cfg), 0, "create_config", odd)}\n'
     )
     if odd:
-        _LOG.warning('save_config_py: %s: values that are not plain data were written as strings: %s', path,
-                     ', '.join(odd))
+        _LOG.warning(
+            'save_config_py: %s: values that are not plain data were written as strings: %s', path, ', '.join(odd)
+        )
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = f'{path}.tmp'
@@ -38,12 +41,13 @@ def save_config_py(config_: Mapping, path: str, create_cfg: Optional[Mapping] = 
     os.replace(tmp, path)  # readers never see a half-written file
 
 
-def save_config(config_: Mapping, path: str, type_: str = 'py', create_cfg: Optional[Mapping] = None) -> None:
+def save_config(config_: Mapping, path: str, type_: str = 'py', create_cfg: Mapping | None = None) -> None:
     """DI-engine's entry point: ``type_='py'`` (see ``save_config_py``) or ``'yaml'``."""
     if type_ == 'py':
         save_config_py(config_, path, create_cfg)
     elif type_ == 'yaml':
         import yaml  # only paid by callers that want YAML
+
         data = {'main_config': _plain(config_), 'create_config': _plain(create_cfg or create_config_from(config_))}
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, 'w', encoding='utf-8') as f:
@@ -76,11 +80,11 @@ def _strip_command_suffix(create_cfg: Mapping) -> dict:
     out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in create_cfg.items()}
     policy = out.get('policy')
     if isinstance(policy, dict) and isinstance(policy.get('type'), str) and policy['type'].endswith('_command'):
-        policy['type'] = policy['type'][:-len('_command')]
+        policy['type'] = policy['type'][: -len('_command')]
     return out
 
 
-def _format(value: Any, indent: int, path: str, odd: List[str]) -> str:
+def _format(value: Any, indent: int, path: str, odd: list[str]) -> str:
     """Python source for ``value``, nested dicts one key per line."""
     if isinstance(value, Mapping):
         if not value:
@@ -116,7 +120,7 @@ def _format(value: Any, indent: int, path: str, odd: List[str]) -> str:
     return repr(repr(value))
 
 
-def _ordered(section: Mapping, top: bool) -> List[tuple]:
+def _ordered(section: Mapping, top: bool) -> list[tuple]:
     """Items in reading order: what the section is (type, import_names) first, cfg_type last."""
     first = ('exp_name', 'seed', 'env', 'policy') if top else ('type', 'import_names')
     head = [(k, section[k]) for k in first if k in section]

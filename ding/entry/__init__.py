@@ -1,4 +1,5 @@
 """Pipelines and the CLI. Names resolve lazily so ``import ding.entry`` stays cheap."""
+
 from ding.utils.lazy_import import lazy_exports
 
 _EXPORTS = {

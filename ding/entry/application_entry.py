@@ -1,10 +1,9 @@
 """Evaluating a trained policy from a checkpoint."""
+
 from __future__ import annotations
 
-import os
 import sys
 from functools import partial
-from typing import Any, List, Optional, Tuple, Union
 
 import torch
 
@@ -12,12 +11,12 @@ from .pipeline_parts import load_input_config
 
 
 def eval(
-        input_cfg: Union[str, Tuple[dict, dict]],
-        seed: int = 0,
-        env_setting: Optional[list] = None,
-        model: Optional[torch.nn.Module] = None,
-        state_dict: Optional[dict] = None,
-        load_path: Optional[str] = None,
+    input_cfg: str | tuple[dict, dict],
+    seed: int = 0,
+    env_setting: list | None = None,
+    model: torch.nn.Module | None = None,
+    state_dict: dict | None = None,
+    load_path: str | None = None,
 ) -> float:
     """Run ``n_evaluator_episode`` greedy episodes of the policy stored at ``load_path``.
 
@@ -47,17 +46,20 @@ def eval(
             raise ValueError('eval needs a checkpoint: pass load_path (ding -m eval --load-path FILE)')
         state_dict = load_checkpoint(load_path)
     policy.eval_mode.load_state_dict(state_dict)
-    evaluator = InteractionSerialEvaluator(cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode,
-                                           exp_name=cfg.exp_name)
+    evaluator = InteractionSerialEvaluator(
+        cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, exp_name=cfg.exp_name
+    )
     try:
         _, episode_info = evaluator.eval()
     finally:
         evaluator.close()
         evaluator_env.close()
-    returns: List[float] = list(episode_info['eval_episode_return'])
+    returns: list[float] = list(episode_info['eval_episode_return'])
     for i, r in enumerate(returns):
         print(f'episode {i}: return {r:.2f}', file=sys.stderr)
     mean = float(sum(returns) / max(len(returns), 1))
-    print(f'[ding] eval {cfg.exp_name}: {len(returns)} episodes, mean return {mean:.2f} '
-          f'(checkpoint {load_path})', file=sys.stderr)
+    print(
+        f'[ding] eval {cfg.exp_name}: {len(returns)} episodes, mean return {mean:.2f} (checkpoint {load_path})',
+        file=sys.stderr,
+    )
     return mean

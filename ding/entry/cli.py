@@ -1,17 +1,18 @@
 """The ``ding`` command: ``ding -m serial -c cfg.py -s 0``; ``ding ctl ...`` controls a running training."""
+
 from __future__ import annotations
 
 import argparse
 import os
 import re
 import sys
-from typing import List, Optional
 
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel')
 
 
 def _version() -> str:
     from ding import __version__
+
     return __version__
 
 
@@ -20,24 +21,36 @@ def build_parser() -> argparse.ArgumentParser:
         prog='ding',
         description='Train and evaluate reinforcement-learning agents.',
         epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0\n'
-               'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME',
+        'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
     p.add_argument('-c', '--config', help='config file (.py defining main_config/create_config, or .yaml)')
-    p.add_argument('-s', '--seed', type=int, action='append',
-                   help='random seed; repeat (-s 0 -s 1) for one run per seed (default 0)')
+    p.add_argument(
+        '-s',
+        '--seed',
+        type=int,
+        action='append',
+        help='random seed; repeat (-s 0 -s 1) for one run per seed (default 0)',
+    )
     p.add_argument('--exp-name', help='override exp_name (the output directory ./EXP_NAME/)')
     p.add_argument('--train-iter', type=int, default=int(1e10), help='stop after this many train iterations')
     p.add_argument('--env-step', type=int, default=int(1e10), help='stop after this many env steps')
     p.add_argument('--load-path', help='checkpoint to evaluate (-m eval)')
-    p.add_argument('--resume', metavar='auto|never|PATH',
-                   help="continue a run from a checkpoint: 'auto' = the newest valid one of ./EXP_NAME/ckpt/ "
-                        "(fresh start if none), 'never' = start fresh, or a checkpoint path "
-                        "(default: the config's top-level 'resume' key, else 'never')")
+    p.add_argument(
+        '--resume',
+        metavar='auto|never|PATH',
+        help="continue a run from a checkpoint: 'auto' = the newest valid one of ./EXP_NAME/ckpt/ "
+        "(fresh start if none), 'never' = start fresh, or a checkpoint path "
+        "(default: the config's top-level 'resume' key, else 'never')",
+    )
     p.add_argument('-v', '--version', action='version', version=f'ding {_version()}')
-    p.add_argument('-q', '--query-registry', metavar='REGISTRY',
-                   help="list what is registered in REGISTRY (e.g. policy, env, buffer; 'all' for every one)")
+    p.add_argument(
+        '-q',
+        '--query-registry',
+        metavar='REGISTRY',
+        help="list what is registered in REGISTRY (e.g. policy, env, buffer; 'all' for every one)",
+    )
     return p
 
 
@@ -53,8 +66,9 @@ def _exp_name_for_seed(exp_name: str, seed: int, n_seeds: int) -> str:
 
 
 def _query(name: str) -> int:
-    from ding.utils.registry import REGISTRIES
     from ding.utils.builtin import import_builtin_components
+    from ding.utils.registry import REGISTRIES
+
     import_builtin_components()
     names = sorted(REGISTRIES) if name == 'all' else [name]
     for n in names:
@@ -64,10 +78,11 @@ def _query(name: str) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
         from .ctl import main as ctl_main
+
         return ctl_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.query_registry:
@@ -80,6 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail(f"config file '{args.config}' not found")
 
     from ding.config import ConfigError, read_config
+
     try:
         main_cfg, create_cfg, system_cfg = read_config(args.config)
     except ConfigError as exc:
@@ -107,16 +123,19 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
     from .startup import import_for_run, limit_openmp_threads
+
     if args.mode != 'parallel':  # parallel mode: the workers size their own pools
         limit_openmp_threads()
     if args.mode == 'serial':
         serial_pipeline = import_for_run('ding.entry.serial_entry', 'serial_pipeline')
-        serial_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
-                        resume=args.resume)
+        serial_pipeline(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
     elif args.mode == 'serial_onpolicy':
         serial_pipeline_onpolicy = import_for_run('ding.entry.serial_entry_onpolicy', 'serial_pipeline_onpolicy')
-        serial_pipeline_onpolicy((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step,
-                                 resume=args.resume)
+        serial_pipeline_onpolicy(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
     elif args.mode == 'eval':
         eval_entry = import_for_run('ding.entry.application_entry', 'eval')
         eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
@@ -125,18 +144,27 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
         kwargs = {}
         if args.resume is not None:
             import inspect
+
             if 'resume' not in inspect.signature(parallel_pipeline).parameters:
                 from ding.config import ConfigError
+
                 raise ConfigError('--resume is not supported by -m parallel in this version')
             kwargs['resume'] = args.resume
-        parallel_pipeline(args.config, seed, exp_name=cfg.exp_name, max_env_step=args.env_step,
-                          max_train_iter=args.train_iter, **kwargs)
+        parallel_pipeline(
+            args.config,
+            seed,
+            exp_name=cfg.exp_name,
+            max_env_step=args.env_step,
+            max_train_iter=args.train_iter,
+            **kwargs,
+        )
 
 
 def run() -> None:
     """The ``ding`` command: ``main()``, then a fast exit (``ding.entry.startup.exit_now``): every component
     is closed by then, and the interpreter's own teardown would add ~0.4 s to each run."""
     from .startup import exit_now
+
     try:
         code = main()
     except SystemExit as exc:  # argparse (usage errors, --help)
@@ -149,6 +177,7 @@ def run() -> None:
         code = 130
     except BaseException:  # noqa: BLE001 -- print it as the interpreter would, then leave
         import traceback
+
         traceback.print_exc()
         code = 1
     exit_now(code)

@@ -9,13 +9,14 @@
 ``--exp-dir`` reads the address and the token from ``DIR/run.json`` (written by the run, mode 0600).
 Exit status: 0 done, 1 refused or unreachable, 2 bad usage.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 COMMANDS = ('status', 'pause', 'resume', 'tune', 'terminate')
 
@@ -27,9 +28,11 @@ class CtlError(Exception):
 class RunServiceClient:
     """Small client of a run's ``/run/*`` endpoints (also usable from Python, e.g. by a coordinator)."""
 
-    def __init__(self, address: str, token: Optional[str] = None, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, token: str | None = None, timeout: float = 30.0) -> None:
         import requests
+
         from ding.service.weights import normalize_address
+
         self.base_url = normalize_address(address)
         self.timeout = timeout
         self._session = requests.Session()
@@ -40,9 +43,11 @@ class RunServiceClient:
     def close(self) -> None:
         self._session.close()
 
-    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None,
-              extra_timeout: float = 0.0) -> Tuple[int, Dict[str, Any]]:
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, extra_timeout: float = 0.0
+    ) -> tuple[int, dict[str, Any]]:
         import requests
+
         url = self.base_url + path
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout + extra_timeout)
@@ -53,8 +58,9 @@ class RunServiceClient:
         try:
             envelope = response.json()
         except ValueError:
-            raise CtlError(f'{method} {url}: HTTP {response.status_code}, not a JSON answer: '
-                           f'{response.text[:200]!r}') from None
+            raise CtlError(
+                f'{method} {url}: HTTP {response.status_code}, not a JSON answer: {response.text[:200]!r}'
+            ) from None
         if not isinstance(envelope, dict):
             raise CtlError(f'{method} {url}: unexpected answer {envelope!r:.200}')
         if response.status_code >= 400 or envelope.get('success') is False:
@@ -65,29 +71,29 @@ class RunServiceClient:
             raise err
         return response.status_code, envelope.get('data') or {}
 
-    def status(self) -> Dict[str, Any]:
+    def status(self) -> dict[str, Any]:
         return self._call('GET', '/run/status')[1]
 
-    def pause(self, wait: float = 10.0) -> Dict[str, Any]:
+    def pause(self, wait: float = 10.0) -> dict[str, Any]:
         return self._call('POST', '/run/pause', {'wait': wait}, wait)[1]
 
-    def resume(self) -> Dict[str, Any]:
+    def resume(self) -> dict[str, Any]:
         return self._call('POST', '/run/resume', {})[1]
 
-    def tune(self, changes: Dict[str, Any], wait: float = 10.0) -> Dict[str, Any]:
+    def tune(self, changes: dict[str, Any], wait: float = 10.0) -> dict[str, Any]:
         return self._call('POST', '/run/tune', {'changes': changes, 'wait': wait}, wait)[1]
 
-    def terminate(self, wait: float = 60.0) -> Dict[str, Any]:
+    def terminate(self, wait: float = 60.0) -> dict[str, Any]:
         return self._call('POST', '/run/terminate', {'wait': wait}, wait)[1]
 
 
-def parse_assignment(text: str) -> Tuple[str, Any]:
+def parse_assignment(text: str) -> tuple[str, Any]:
     """``'learning_rate=3e-4'`` -> ``('learning_rate', 0.0003)``; values are JSON (numbers, true/false),
     anything else is sent as a string (the run then says what it expected)."""
     key, sep, raw = text.partition('=')
     key, raw = key.strip(), raw.strip()
     if not sep or not key or not raw:
-        raise CtlError(f"--set expects KEY=VALUE, got {text!r}")
+        raise CtlError(f'--set expects KEY=VALUE, got {text!r}')
     try:
         value = json.loads(raw)
     except ValueError:
@@ -99,8 +105,12 @@ def _add_target_options(p: argparse.ArgumentParser, default: Any) -> None:
     # Accepted before and after the command; the subcommand copies default to SUPPRESS so they never
     # overwrite a value given before the command.
     p.add_argument('--address', default=default, metavar='HOST:PORT', help='the run service address')
-    p.add_argument('--exp-dir', default=default, metavar='DIR',
-                   help='experiment directory: read address and token from DIR/run.json')
+    p.add_argument(
+        '--exp-dir',
+        default=default,
+        metavar='DIR',
+        help='experiment directory: read address and token from DIR/run.json',
+    )
     p.add_argument('--token', default=default, help="the run's control token (default: from run.json)")
     p.add_argument('--timeout', type=float, default=default, help='seconds to wait for an answer (default 30)')
     p.add_argument('--json', action='store_true', default=default, help='print the raw JSON answer')
@@ -110,23 +120,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='ding ctl', description='Control a running training through its run service.')
     _add_target_options(p, None)
     sub = p.add_subparsers(dest='command', metavar='{' + ','.join(COMMANDS) + '}')
-    helps = {'status': 'show state, iteration, hyperparameters and recent events',
-             'pause': 'finish the in-flight iteration, then wait (heartbeats continue)',
-             'resume': 'continue a paused run', 'tune': 'change hyperparameters between iterations',
-             'terminate': 'write a final checkpoint and exit cleanly'}
+    helps = {
+        'status': 'show state, iteration, hyperparameters and recent events',
+        'pause': 'finish the in-flight iteration, then wait (heartbeats continue)',
+        'resume': 'continue a paused run',
+        'tune': 'change hyperparameters between iterations',
+        'terminate': 'write a final checkpoint and exit cleanly',
+    }
     for name in COMMANDS:
         sp = sub.add_parser(name, help=helps[name], description=helps[name])
         _add_target_options(sp, argparse.SUPPRESS)
         if name in ('pause', 'tune', 'terminate'):
-            sp.add_argument('--wait', type=float, default=60.0 if name == 'terminate' else 10.0,
-                            help='seconds to wait for the run to act on it (0: do not wait)')
+            sp.add_argument(
+                '--wait',
+                type=float,
+                default=60.0 if name == 'terminate' else 10.0,
+                help='seconds to wait for the run to act on it (0: do not wait)',
+            )
         if name == 'tune':
-            sp.add_argument('--set', action='append', default=[], metavar='KEY=VALUE', required=True,
-                            help='a change, e.g. --set learning_rate=3e-4 (repeatable)')
+            sp.add_argument(
+                '--set',
+                action='append',
+                default=[],
+                metavar='KEY=VALUE',
+                required=True,
+                help='a change, e.g. --set learning_rate=3e-4 (repeatable)',
+            )
     return p
 
 
-def resolve_target(address: Optional[str], exp_dir: Optional[str], token: Optional[str]) -> Tuple[str, Optional[str]]:
+def resolve_target(address: str | None, exp_dir: str | None, token: str | None) -> tuple[str, str | None]:
     """(address, token) from the options, ``--exp-dir``'s run.json filling what is missing."""
     if exp_dir:
         path = os.path.join(exp_dir, 'run.json')
@@ -144,13 +167,17 @@ def resolve_target(address: Optional[str], exp_dir: Optional[str], token: Option
     return address, token
 
 
-def _print_status(data: Dict[str, Any]) -> None:
-    print(f"state: {data.get('state')}  iteration: {data.get('iteration')}  run: {data.get('run_id', '?')} "
-          f"({data.get('exp_name', '?')}, pid {data.get('pid', '?')})")
+def _print_status(data: dict[str, Any]) -> None:
+    print(
+        f'state: {data.get("state")}  iteration: {data.get("iteration")}  run: {data.get("run_id", "?")} '
+        f'({data.get("exp_name", "?")}, pid {data.get("pid", "?")})'
+    )
     if data.get('paused_at_iteration') is not None:
-        print(f"paused at iteration: {data['paused_at_iteration']}")
-    print(f"last progress: {data.get('last_progress_age_seconds')} s ago  heartbeat: "
-          f"{data.get('heartbeat_age_seconds')} s ago")
+        print(f'paused at iteration: {data["paused_at_iteration"]}')
+    print(
+        f'last progress: {data.get("last_progress_age_seconds")} s ago  heartbeat: '
+        f'{data.get("heartbeat_age_seconds")} s ago'
+    )
     hp = data.get('hyperparameters') or {}
     bounds = data.get('tunable') or {}
     if hp:
@@ -158,10 +185,10 @@ def _print_status(data: Dict[str, Any]) -> None:
         for key, value in hp.items():
             print(f'  {key} = {value}  (tune range {bounds.get(key, "?")})')
     for ev in (data.get('events') or [])[-5:]:
-        print(f"event: {ev.get('event')} at iteration {ev.get('iteration')}")
+        print(f'event: {ev.get("event")} at iteration {ev.get("iteration")}')
 
 
-def run(argv: List[str]) -> int:
+def run(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -208,20 +235,21 @@ def run(argv: List[str]) -> int:
     elif args.command == 'tune':
         if data.get('applied'):
             for key, change in (data.get('changes') or {}).items():
-                print(f"{key}: {change.get('old')} -> {change.get('new')} (iteration {data.get('iteration')})")
+                print(f'{key}: {change.get("old")} -> {change.get("new")} (iteration {data.get("iteration")})')
         else:
-            print(f"tune accepted (ticket {data.get('ticket')}); applied before the next iteration: "
-                  f"{data.get('changes')}")
+            print(
+                f'tune accepted (ticket {data.get("ticket")}); applied before the next iteration: {data.get("changes")}'
+            )
     else:
-        line = f"state: {data.get('state')}  iteration: {data.get('iteration')}"
+        line = f'state: {data.get("state")}  iteration: {data.get("iteration")}'
         result = data.get('result') or {}
         if result.get('checkpoint'):
-            line += f"  final checkpoint: {result['checkpoint']}"
+            line += f'  final checkpoint: {result["checkpoint"]}'
         print(line)
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return run(sys.argv[1:] if argv is None else argv)
 
 

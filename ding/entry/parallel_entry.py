@@ -6,6 +6,7 @@ commander ends the run (stop value reached) or a limit is hit, restarts worker p
 the way, and on every exit path (end of run, error, Ctrl-C, SIGTERM) stops all of them: SIGTERM, a
 grace period, then SIGKILL. Each worker's output goes to ``./{exp_name}/log/{name}.log``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any
 
 from easydict import EasyDict
 
@@ -37,6 +38,7 @@ STATE_SAVE_INTERVAL = 1.0
 @dataclass
 class ParallelResult:
     """What a parallel run achieved (also printed as the one-line summary)."""
+
     exp_name: str
     solved: bool
     reason: str
@@ -44,34 +46,41 @@ class ParallelResult:
     train_iter: int
     wall_time: float
     best_eval_return: float
-    restarts: Dict[str, int] = field(default_factory=dict)
-    summary: Dict[str, Any] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
 class WorkerProcess:
     """One learner or collector process: launch, readiness (ready file), restart, stop."""
 
-    def __init__(self, role: str, name: str, config_path: str, run_dir: str, log_dir: str,
-                 disable_flask_log: bool = True) -> None:
+    def __init__(
+        self, role: str, name: str, config_path: str, run_dir: str, log_dir: str, disable_flask_log: bool = True
+    ) -> None:
         self.role = role
         self.name = name
         self.config_path = config_path
         self.ready_file = os.path.join(run_dir, f'{name}.ready')
         self.log_path = os.path.join(log_dir, f'{name}.log')
         self.disable_flask_log = disable_flask_log
-        self.proc: Optional[subprocess.Popen] = None
-        self.ready_info: Optional[Dict[str, Any]] = None
+        self.proc: subprocess.Popen | None = None
+        self.ready_info: dict[str, Any] | None = None
         self.restarts = 0
         self._log_file: Any = None
 
-    def launch(self, warm: Optional[subprocess.Popen] = None) -> None:
+    def launch(self, warm: subprocess.Popen | None = None) -> None:
         """Start the worker process, or hand the worker to ``warm`` (see ``WarmWorkers``) if given."""
         if os.path.exists(self.ready_file):
             os.remove(self.ready_file)
         self.ready_info = None
         if warm is not None:
-            task = {'role': self.role, 'name': self.name, 'config': self.config_path, 'ready_file': self.ready_file,
-                    'log': self.log_path, 'enable_flask_log': not self.disable_flask_log}
+            task = {
+                'role': self.role,
+                'name': self.name,
+                'config': self.config_path,
+                'ready_file': self.ready_file,
+                'log': self.log_path,
+                'enable_flask_log': not self.disable_flask_log,
+            }
             try:
                 warm.stdin.write(json.dumps(task).encode() + b'\n')
                 warm.stdin.close()
@@ -85,14 +94,15 @@ class WorkerProcess:
             args.append('--enable-flask-log')
         if self._log_file is None:
             self._log_file = open(self.log_path, 'ab')
-        self.proc = start_worker_process(args, stdin=subprocess.DEVNULL, stdout=self._log_file,
-                                         stderr=subprocess.STDOUT)
+        self.proc = start_worker_process(
+            args, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+        )
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
     def check_ready(self) -> bool:
@@ -133,7 +143,7 @@ class WorkerProcess:
             except ProcessLookupError:
                 pass
 
-    def wait(self, timeout: Optional[float]) -> Optional[int]:
+    def wait(self, timeout: float | None) -> int | None:
         if self.proc is None:
             return None
         try:
@@ -149,15 +159,16 @@ class WorkerProcess:
             os.remove(self.ready_file)
 
 
-def start_worker_process(args: List[str], **popen: Any) -> subprocess.Popen:
+def start_worker_process(args: list[str], **popen: Any) -> subprocess.Popen:
     """``python -m ding.entry.parallel_worker ARGS``. The worker imports this very ding (and dizoo) even when it
     is not installed, shows no progress bar, and sizes torch's OpenMP pool itself (from its torch_threads,
     ``ding.entry.startup.limit_openmp_threads``). A session of its own: Ctrl-C in the terminal reaches the
     pipeline only, which stops workers in order."""
     env = child_env()
     env['DING_PROGRESS'] = '0'
-    return subprocess.Popen([sys.executable, '-m', 'ding.entry.parallel_worker'] + args, env=env,
-                            start_new_session=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.parallel_worker'] + args, env=env, start_new_session=True, **popen
+    )
 
 
 class WarmWorkers:
@@ -172,11 +183,15 @@ class WarmWorkers:
         if os.environ.get('DING_WARM_WORKERS', '1') == '0':
             count = 0
         # The first one may compile the config: its output reaches this terminal, as the compile child's does.
-        self._procs: List[subprocess.Popen] = [
-            start_worker_process(['--warm', os.path.abspath(exp_dir)], stdin=subprocess.PIPE,
-                                 stdout=None if i == 0 else subprocess.DEVNULL,
-                                 stderr=None if i == 0 else subprocess.DEVNULL)
-            for i in range(count)]
+        self._procs: list[subprocess.Popen] = [
+            start_worker_process(
+                ['--warm', os.path.abspath(exp_dir)],
+                stdin=subprocess.PIPE,
+                stdout=None if i == 0 else subprocess.DEVNULL,
+                stderr=None if i == 0 else subprocess.DEVNULL,
+            )
+            for i in range(count)
+        ]
 
     def answer(self, request: str, answer: str) -> bool:
         """Have the first warm process compile the config (``ding.entry.parallel_prepare`` request and answer
@@ -195,7 +210,7 @@ class WarmWorkers:
             time.sleep(0.005)
         return True
 
-    def take(self, entry: Dict[str, Any]) -> Optional[subprocess.Popen]:
+    def take(self, entry: dict[str, Any]) -> subprocess.Popen | None:
         """A warm process for the worker of system entry ``entry`` (None: none left, or its torch threads
         differ from a warm process's, which torch fixes at import)."""
         if int(entry.get('torch_threads', 1)) != WARM_TORCH_THREADS:
@@ -219,12 +234,17 @@ def expected_local_workers(main_cfg: EasyDict, system_cfg: EasyDict) -> int:
     """How many worker processes this machine will likely start (``learner_num + collector_num`` of the
     uncompiled config, less entries that name another host): the number of warm workers worth starting."""
     try:
-        counts = {'learner': int(main_cfg.policy.learn.learner.get('learner_num', 1)),
-                  'collector': int(main_cfg.policy.collect.collector.get('collector_num', 1))}
+        counts = {
+            'learner': int(main_cfg.policy.learn.learner.get('learner_num', 1)),
+            'collector': int(main_cfg.policy.collect.collector.get('collector_num', 1)),
+        }
         for role in counts:
             entries = system_cfg.get(role) or {}
-            counts[role] -= sum(1 for entry in entries.values()
-                                if isinstance(entry, dict) and not is_local_host(entry.get('host') or '127.0.0.1'))
+            counts[role] -= sum(
+                1
+                for entry in entries.values()
+                if isinstance(entry, dict) and not is_local_host(entry.get('host') or '127.0.0.1')
+            )
     except (AttributeError, TypeError, ValueError):  # a malformed config: compiling it says what is wrong
         return 0
     return max(0, sum(counts.values()))
@@ -235,10 +255,11 @@ def is_local_host(host: str) -> bool:
     if host in ('127.0.0.1', 'localhost', '0.0.0.0', '', '::1'):
         return True
     from ding.config.parallel import _can_bind
+
     return _can_bind(host)
 
 
-def stop_workers(workers: List[WorkerProcess], grace: float = STOP_GRACE) -> None:
+def stop_workers(workers: list[WorkerProcess], grace: float = STOP_GRACE) -> None:
     """SIGTERM every worker, wait up to ``grace`` seconds in total, SIGKILL the rest, reap all."""
     for w in workers:
         w.terminate()
@@ -252,20 +273,25 @@ def stop_workers(workers: List[WorkerProcess], grace: float = STOP_GRACE) -> Non
         w.close_log()
 
 
-def _load(input_cfg: Any) -> Tuple[EasyDict, EasyDict, Optional[EasyDict]]:
+def _load(input_cfg: Any) -> tuple[EasyDict, EasyDict, EasyDict | None]:
     from ding.config.errors import ConfigError
+
     if isinstance(input_cfg, (str, os.PathLike)):
         from ding.config.loader import read_config
+
         return read_config(os.fspath(input_cfg))
     if isinstance(input_cfg, (tuple, list)) and len(input_cfg) in (2, 3):
         parts = [EasyDict(copy.deepcopy(dict(p))) if p is not None else None for p in input_cfg]
         return parts[0], parts[1], (parts[2] if len(parts) == 3 else None)
-    raise ConfigError(f'parallel_pipeline: input_cfg must be a config file path or a (main, create, system) '
-                      f'tuple, got {type(input_cfg).__name__}')
+    raise ConfigError(
+        f'parallel_pipeline: input_cfg must be a config file path or a (main, create, system) '
+        f'tuple, got {type(input_cfg).__name__}'
+    )
 
 
-def _write_json(cfg: Dict[str, Any], path: str) -> None:
+def _write_json(cfg: dict[str, Any], path: str) -> None:
     from ding.worker.coordinator.comm_coordinator import to_jsonable
+
     tmp = f'{path}.{os.getpid()}.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
         json.dump(to_jsonable(cfg), f, indent=1)
@@ -274,6 +300,7 @@ def _write_json(cfg: Dict[str, Any], path: str) -> None:
 
 def _new_port(cfg: EasyDict, role: str, name: str) -> int:
     from ding.config.parallel import find_free_port
+
     entry = cfg.system[role][name]
     port = find_free_port(entry.host)
     entry.port = port
@@ -284,9 +311,10 @@ def _new_port(cfg: EasyDict, role: str, name: str) -> int:
 class _SignalGuard:
     """Turns SIGTERM into KeyboardInterrupt in the main thread while the pipeline runs (then restores)."""
 
-    def __enter__(self) -> '_SignalGuard':
+    def __enter__(self) -> _SignalGuard:
         self._old = None
         if threading.current_thread() is threading.main_thread():
+
             def _raise(signum: int, frame: Any) -> None:
                 raise KeyboardInterrupt(f'signal {signum}')
 
@@ -299,16 +327,16 @@ class _SignalGuard:
 
 
 def parallel_pipeline(
-        input_cfg: Union[str, Tuple[dict, dict, dict]],
-        seed: int = 0,
-        enable_total_log: Optional[bool] = False,
-        disable_flask_log: Optional[bool] = True,
-        exp_name: Optional[str] = None,
-        max_env_step: Optional[int] = None,
-        max_train_iter: Optional[int] = None,
-        ready_timeout: float = READY_TIMEOUT,
-        stop_event: Optional[threading.Event] = None,
-        resume: Optional[str] = None,
+    input_cfg: str | tuple[dict, dict, dict],
+    seed: int = 0,
+    enable_total_log: bool | None = False,
+    disable_flask_log: bool | None = True,
+    exp_name: str | None = None,
+    max_env_step: int | None = None,
+    max_train_iter: int | None = None,
+    ready_timeout: float = READY_TIMEOUT,
+    stop_event: threading.Event | None = None,
+    resume: str | None = None,
 ) -> ParallelResult:
     """Train with separate learner and collector processes until ``env.stop_value`` (or a limit) is reached.
 
@@ -326,17 +354,21 @@ def parallel_pipeline(
     """
     from ding.config.errors import ConfigError
     from ding.worker.coordinator.coordinator import Coordinator
+
     from .progress import RunProgress
 
     main_cfg, create_cfg, system_cfg = _load(input_cfg)
     if system_cfg is None:
-        raise ConfigError('parallel mode needs a system_config (coordinator, path_data, path_policy, ...) in the '
-                          'config file')
+        raise ConfigError(
+            'parallel mode needs a system_config (coordinator, path_data, path_policy, ...) in the config file'
+        )
     if exp_name:
         main_cfg.exp_name = exp_name
     run_started = time.time()
-    warm = WarmWorkers(expected_local_workers(main_cfg, system_cfg),
-                       os.path.join('.', main_cfg.get('exp_name') or 'default_experiment'))
+    warm = WarmWorkers(
+        expected_local_workers(main_cfg, system_cfg),
+        os.path.join('.', main_cfg.get('exp_name') or 'default_experiment'),
+    )
     try:
         # Resume check, compile, config checks: in another process, so that this one (the coordinator) never
         # imports torch (see ding.entry.parallel_prepare): a warm worker, else a child of its own.
@@ -355,10 +387,13 @@ def parallel_pipeline(
 
     # Workers on this machine are launched here; one whose host is another machine is started there by the
     # user (``python -m ding.entry.parallel_worker ...``) and the coordinator connects to it once it serves.
-    workers = [WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log))
-               for role in ('learner', 'collector') for name, entry in cfg.system[role].items()
-               if is_local_host(entry.host)]
-    coordinator: Optional[Coordinator] = None
+    workers = [
+        WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log))
+        for role in ('learner', 'collector')
+        for name, entry in cfg.system[role].items()
+        if is_local_host(entry.host)
+    ]
+    coordinator: Coordinator | None = None
     service: Any = None
     progress = RunProgress(exp, max_env_step)
     stop_value = cfg.main.env.get('stop_value')
@@ -370,9 +405,14 @@ def parallel_pipeline(
                 w.launch(warm.take(cfg.system[w.role][w.name]))
             warm.discard()
             _wait_ready(workers, cfg, config_json, ready_timeout, stop_event)
-            coordinator = Coordinator(cfg, max_env_step=max_env_step, max_train_iter=max_train_iter,
-                                      log_to_console=bool(enable_total_log), resume=resume_path,
-                                      run_started=run_started)
+            coordinator = Coordinator(
+                cfg,
+                max_env_step=max_env_step,
+                max_train_iter=max_train_iter,
+                log_to_console=bool(enable_total_log),
+                resume=resume_path,
+                run_started=run_started,
+            )
             service = _start_service(cfg, coordinator)
             coordinator.start()
             reason = _supervise(coordinator, workers, cfg, config_json, progress, stop_event)
@@ -395,11 +435,20 @@ def parallel_pipeline(
                     os.rmdir(run_dir)
                 summary = coordinator.summary() if coordinator is not None else {}
                 best = summary.get('best_eval_return')
-                progress.close(solved, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)),
-                               best, stop_value, reason)
-    return ParallelResult(exp, solved, reason, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)),
-                          progress.elapsed, float(summary.get('best_eval_return', float('-inf'))),
-                          {w.name: w.restarts for w in workers}, summary)
+                progress.close(
+                    solved, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)), best, stop_value, reason
+                )
+    return ParallelResult(
+        exp,
+        solved,
+        reason,
+        int(summary.get('env_step', 0)),
+        int(summary.get('train_iter', 0)),
+        progress.elapsed,
+        float(summary.get('best_eval_return', float('-inf'))),
+        {w.name: w.restarts for w in workers},
+        summary,
+    )
 
 
 def _relaunch_on_new_port(w: WorkerProcess, cfg: EasyDict, config_json: str) -> int:
@@ -409,8 +458,13 @@ def _relaunch_on_new_port(w: WorkerProcess, cfg: EasyDict, config_json: str) -> 
     return port
 
 
-def _wait_ready(workers: List[WorkerProcess], cfg: EasyDict, config_json: str, timeout: float,
-                stop_event: Optional[threading.Event] = None) -> None:
+def _wait_ready(
+    workers: list[WorkerProcess],
+    cfg: EasyDict,
+    config_json: str,
+    timeout: float,
+    stop_event: threading.Event | None = None,
+) -> None:
     """Block until every worker serves; a taken port gets a fresh one, any other early exit is an error."""
     deadline = time.time() + timeout
     pending = list(workers)
@@ -429,12 +483,16 @@ def _wait_ready(workers: List[WorkerProcess], cfg: EasyDict, config_json: str, t
                 w.restarts += 1
                 _relaunch_on_new_port(w, cfg, config_json)
                 continue
-            raise RuntimeError(f'{w.role} {w.name} exited with code {code} before serving; '
-                               f'its log ({w.log_path}) ends with:\n{w.log_tail()}')
+            raise RuntimeError(
+                f'{w.role} {w.name} exited with code {code} before serving; '
+                f'its log ({w.log_path}) ends with:\n{w.log_tail()}'
+            )
         if pending and time.time() > deadline:
             names = ', '.join(w.name for w in pending)
-            raise RuntimeError(f'workers not serving after {timeout:.0f}s: {names} (see {workers[0].log_path} '
-                               f'and the other logs in its folder)')
+            raise RuntimeError(
+                f'workers not serving after {timeout:.0f}s: {names} (see {workers[0].log_path} '
+                f'and the other logs in its folder)'
+            )
         time.sleep(0.05)
     _write_json(cfg, config_json)
 
@@ -455,10 +513,12 @@ def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
     if not cfg.main.get('service'):
         return None  # no service section: the service modules (which import torch) stay unloaded
     from ding.service.hooks import service_enabled, start_service
+
     if not service_enabled(cfg.main):
         return None
-    runtime = start_service(cfg.main.get('service'), cfg.main.exp_name, instance='coordinator',
-                            serve_weights=False, log=coordinator.info)
+    runtime = start_service(
+        cfg.main.get('service'), cfg.main.exp_name, instance='coordinator', serve_weights=False, log=coordinator.info
+    )
     try:
         coordinator.attach_service(runtime)
         if runtime.metrics is not None:
@@ -470,10 +530,16 @@ def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
     return runtime
 
 
-def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, config_json: str,
-               progress: Any, stop_event: Optional[threading.Event] = None) -> str:
+def _supervise(
+    coordinator: Any,
+    workers: list[WorkerProcess],
+    cfg: EasyDict,
+    config_json: str,
+    progress: Any,
+    stop_event: threading.Event | None = None,
+) -> str:
     """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
-    restarting: List[WorkerProcess] = []
+    restarting: list[WorkerProcess] = []
     while not coordinator.system_shutdown_flag:
         coordinator.poll_service()  # run control: tunes, pause / resume, terminate (between rounds)
         coordinator.save_state(min_interval=STATE_SAVE_INTERVAL)  # the counters --resume continues from
@@ -488,8 +554,10 @@ def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, co
             if code is None or w in restarting:
                 continue
             if w.restarts >= MAX_RESTARTS:
-                raise RuntimeError(f'{w.role} {w.name} died {w.restarts + 1} times (last exit code {code}); '
-                                   f'its log ({w.log_path}) ends with:\n{w.log_tail()}')
+                raise RuntimeError(
+                    f'{w.role} {w.name} died {w.restarts + 1} times (last exit code {code}); '
+                    f'its log ({w.log_path}) ends with:\n{w.log_tail()}'
+                )
             coordinator.notify_worker_dead(w.role, w.name)
             w.restarts += 1
             if code == EXIT_PORT_IN_USE:
@@ -502,8 +570,9 @@ def _supervise(coordinator: Any, workers: List[WorkerProcess], cfg: EasyDict, co
             if w.check_ready():
                 restarting.remove(w)
                 if _adopt_port(w, cfg):
-                    coordinator.update_worker_address(w.role, w.name, cfg.system[w.role][w.name].host,
-                                                      cfg.system[w.role][w.name].port)
+                    coordinator.update_worker_address(
+                        w.role, w.name, cfg.system[w.role][w.name].host, cfg.system[w.role][w.name].port
+                    )
         last = getattr(coordinator.commander, 'last_eval_return', None)
         if last is not None:
             progress.record_eval(last)

@@ -11,6 +11,7 @@ script that trained before), the steps run in this process: there is nothing to 
 Request and answer are JSON files (config data only; nothing is unpickled). Config errors raised in the
 child are raised here again as the same :class:`ConfigError` / :class:`ResumeError` with the same message.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from easydict import EasyDict
 
 
-def child_env() -> Dict[str, str]:
+def child_env() -> dict[str, str]:
     """Environment of a ding child process: this very ding (and dizoo) importable even when not installed."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,9 +34,14 @@ def child_env() -> Dict[str, str]:
     return env
 
 
-def prepare_run(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
-                resume: Optional[str], answer_in: Optional[Callable[[str, str], bool]] = None
-                ) -> Tuple[EasyDict, Optional[str]]:
+def prepare_run(
+    main_cfg: EasyDict,
+    create_cfg: EasyDict,
+    system_cfg: EasyDict,
+    seed: int,
+    resume: str | None,
+    answer_in: Callable[[str, str], bool] | None = None,
+) -> tuple[EasyDict, str | None]:
     """Resolve ``resume`` (see ``ding.entry.resume.resolve_resume``), compile the parallel config (written
     to ``./{exp_name}/total_config.py``) and check its policy transport. Returns ``(compiled config,
     checkpoint path or None)``. In a child interpreter unless torch is loaded here already (module doc):
@@ -45,11 +52,14 @@ def prepare_run(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, 
     return _prepare_in_child(main_cfg, create_cfg, system_cfg, seed, resume, answer_in)
 
 
-def prepare_here(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
-                 resume: Optional[str]) -> Tuple[EasyDict, Optional[str]]:
+def prepare_here(
+    main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int, resume: str | None
+) -> tuple[EasyDict, str | None]:
     """``prepare_run`` in this process (imports torch)."""
     from ding.config.parallel import compile_config_parallel
+
     from .resume import experiment_ckpt_dir, resolve_resume
+
     main_cfg = EasyDict(main_cfg)
     main_cfg.setdefault('exp_name', 'default_experiment')
     # Before anything is built or written: a checkpoint that does not verify stops the run here.
@@ -64,58 +74,84 @@ def check_policy_transport(cfg: EasyDict) -> None:
     """``policy_transport='http'`` needs the learner's run service (or an explicit ``weights_address``)."""
     from ding.config.errors import ConfigError
     from ding.service.weights import check_policy_transport as check_transport
+
     collector_cfg = cfg.main.policy.collect.collector
     try:
-        transport = check_transport(collector_cfg.get('policy_transport', 'fs'),
-                                    'policy.collect.collector.policy_transport')
+        transport = check_transport(
+            collector_cfg.get('policy_transport', 'fs'), 'policy.collect.collector.policy_transport'
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if transport != 'http' or collector_cfg.get('weights_address'):
         return
     if not (cfg.main.get('service') or {}).get('enable'):
-        raise ConfigError("policy.collect.collector.policy_transport='http' needs the learner's weights server: "
-                          "set service=dict(enable=True) (or policy.collect.collector.weights_address)")
+        raise ConfigError(
+            "policy.collect.collector.policy_transport='http' needs the learner's weights server: "
+            'set service=dict(enable=True) (or policy.collect.collector.weights_address)'
+        )
 
 
 # ---- the child interpreter ---------------------------------------------------------------------------
-def _errors() -> Dict[str, type]:
+def _errors() -> dict[str, type]:
     """Exceptions a child's answer may name; they are raised here again with their message."""
     from ding.config.errors import ConfigError
+
     from .resume import ResumeError
+
     return {'ConfigError': ConfigError, 'ResumeError': ResumeError}
 
 
-def _prepare_in_child(main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int,
-                      resume: Optional[str], answer_in: Optional[Callable[[str, str], bool]] = None
-                      ) -> Tuple[EasyDict, Optional[str]]:
+def _prepare_in_child(
+    main_cfg: EasyDict,
+    create_cfg: EasyDict,
+    system_cfg: EasyDict,
+    seed: int,
+    resume: str | None,
+    answer_in: Callable[[str, str], bool] | None = None,
+) -> tuple[EasyDict, str | None]:
     from ding.worker.coordinator.comm_coordinator import to_jsonable
+
     with tempfile.TemporaryDirectory(prefix='ding_prepare_') as tmp:
         request, answer = os.path.join(tmp, 'request.json'), os.path.join(tmp, 'answer.json')
         with open(request, 'w', encoding='utf-8') as f:
-            json.dump({'main': to_jsonable(main_cfg), 'create': to_jsonable(create_cfg),
-                       'system': to_jsonable(system_cfg), 'seed': seed,
-                       'resume': None if resume is None else os.fspath(resume)}, f)
+            json.dump(
+                {
+                    'main': to_jsonable(main_cfg),
+                    'create': to_jsonable(create_cfg),
+                    'system': to_jsonable(system_cfg),
+                    'seed': seed,
+                    'resume': None if resume is None else os.fspath(resume),
+                },
+                f,
+            )
         code: Any = 'none: answered by a warm worker'
         if answer_in is None or not answer_in(request, answer):
-            code = subprocess.run([sys.executable, '-m', 'ding.entry.parallel_prepare', request, answer],
-                                  stdin=subprocess.DEVNULL, env=child_env()).returncode
+            code = subprocess.run(
+                [sys.executable, '-m', 'ding.entry.parallel_prepare', request, answer],
+                stdin=subprocess.DEVNULL,
+                env=child_env(),
+            ).returncode
         try:
             with open(answer, encoding='utf-8') as f:
                 result = json.load(f)
         except (OSError, ValueError):
-            raise RuntimeError(f'compiling the parallel config in a child process failed (exit code {code}, '
-                               f'no answer; its output is above)') from None
+            raise RuntimeError(
+                f'compiling the parallel config in a child process failed (exit code {code}, '
+                f'no answer; its output is above)'
+            ) from None
     error = result.get('error')
     if error:
         cls = _errors().get(error.get('type'))
         if cls is not None:
             raise cls(error['message'])
-        raise RuntimeError(f"compiling the parallel config failed in a child process: {error['type']}: "
-                           f"{error['message']}\n{error.get('traceback', '')}")
+        raise RuntimeError(
+            f'compiling the parallel config failed in a child process: {error["type"]}: '
+            f'{error["message"]}\n{error.get("traceback", "")}'
+        )
     return EasyDict(result['cfg']), result.get('resume_path')
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``REQUEST`` (JSON main/create/system/seed/resume) -> ``ANSWER`` (JSON cfg and
     resume_path, or the error)."""
     args = sys.argv[1:] if argv is None else argv
@@ -123,6 +159,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print('usage: python -m ding.entry.parallel_prepare REQUEST.json ANSWER.json', file=sys.stderr)
         return 2
     import gc
+
     gc.disable()  # a short-lived process: collections over the objects torch's import creates only cost time
     return answer_request(*args)
 
@@ -132,14 +169,21 @@ def answer_request(request_path: str, answer_path: str) -> int:
     with open(request_path, encoding='utf-8') as f:
         request = json.load(f)
     try:
-        cfg, resume_path = prepare_here(EasyDict(request['main']), EasyDict(request['create']),
-                                        EasyDict(request['system']), int(request['seed']), request.get('resume'))
+        cfg, resume_path = prepare_here(
+            EasyDict(request['main']),
+            EasyDict(request['create']),
+            EasyDict(request['system']),
+            int(request['seed']),
+            request.get('resume'),
+        )
         from ding.worker.coordinator.comm_coordinator import to_jsonable
-        answer: Dict[str, Any] = {'cfg': to_jsonable(cfg), 'resume_path': resume_path}
+
+        answer: dict[str, Any] = {'cfg': to_jsonable(cfg), 'resume_path': resume_path}
         code = 0
     except Exception as exc:  # the parent raises it again; the traceback helps with unexpected ones
         kind = next((name for name, cls in _errors().items() if type(exc) is cls), None) or next(
-            (name for name, cls in _errors().items() if isinstance(exc, cls)), type(exc).__name__)
+            (name for name, cls in _errors().items() if isinstance(exc, cls)), type(exc).__name__
+        )
         answer = {'error': {'type': kind, 'message': str(exc), 'traceback': traceback.format_exc()}}
         code = 1
     tmp = f'{answer_path}.tmp'
@@ -151,4 +195,5 @@ def answer_request(request_path: str, answer_path: str) -> int:
 
 if __name__ == '__main__':
     from ding.entry.startup import exit_now
+
     exit_now(main())  # everything is closed by now; skip the interpreter's teardown (~0.4 s with torch)

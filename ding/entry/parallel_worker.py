@@ -16,6 +16,7 @@ log file and runs as that worker. Before that, a line ``{"prepare": [REQUEST, AN
 run's config as the compile child would (``ding.entry.parallel_prepare``), with the torch it has imported
 already. An empty input (the pipeline closed it) ends it at once, having written nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
@@ -109,6 +110,7 @@ def create_comm(role: str, wcfg: EasyDict) -> Any:
     factory = 'create_comm_learner' if role == 'learner' else 'create_comm_collector'
     try:
         import importlib
+
         create = getattr(importlib.import_module(package), factory)
     except ModuleNotFoundError as exc:
         if exc.name is None or not package.startswith(exc.name):
@@ -119,12 +121,13 @@ def create_comm(role: str, wcfg: EasyDict) -> Any:
     if create is not None:
         return create(wcfg)
     from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
+
     registry = COMM_LEARNER_REGISTRY if role == 'learner' else COMM_COLLECTOR_REGISTRY
     import_module(wcfg.get('import_names', []) or [])
     return registry.build(wcfg.type, wcfg)
 
 
-def write_ready_file(path: str, info: Dict[str, Any]) -> None:
+def write_ready_file(path: str, info: dict[str, Any]) -> None:
     """Atomic: the pipeline sees no file or the whole file."""
     tmp = f'{path}.{os.getpid()}.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
@@ -132,8 +135,9 @@ def write_ready_file(path: str, info: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str] = None,
-               disable_flask_log: bool = True) -> int:
+def run_worker(
+    role: str, name: str, config_path: str, ready_file: str | None = None, disable_flask_log: bool = True
+) -> int:
     """Build, start and serve one worker until told to stop; return the process exit code."""
     try:
         cfg = load_parallel_config(config_path)
@@ -153,6 +157,7 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
         signal.signal(sig, _on_signal)
 
     from .startup import import_for_run, limit_openmp_threads
+
     # Workers share the machine's cores: one intra-op thread each avoids oversubscription.
     threads = int(wcfg.get('torch_threads', 1))
     if 'torch' in sys.modules:  # a warm worker: imported with WARM_TORCH_THREADS (the pipeline checked them)
@@ -161,6 +166,7 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
         limit_openmp_threads(threads)
         torch = import_for_run('torch')
     from ding.utils import set_pkg_seed
+
     torch.set_num_threads(threads)
     set_pkg_seed(int(wcfg.seed), use_cuda=False)
     parent = os.getppid()
@@ -170,10 +176,14 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
         comm.start()
         port = _bound_port(comm, wcfg.port)
         if ready_file:
-            write_ready_file(ready_file, {'pid': os.getpid(), 'role': role, 'name': name,
-                                          'host': wcfg.host, 'port': port})
-        print(f'ding parallel worker {name}: serving on {wcfg.host}:{port} (pid {os.getpid()})',
-              file=sys.stderr, flush=True)
+            write_ready_file(
+                ready_file, {'pid': os.getpid(), 'role': role, 'name': name, 'host': wcfg.host, 'port': port}
+            )
+        print(
+            f'ding parallel worker {name}: serving on {wcfg.host}:{port} (pid {os.getpid()})',
+            file=sys.stderr,
+            flush=True,
+        )
         while not stop.wait(PARENT_CHECK_SECONDS):
             if os.getppid() != parent:
                 print(f'ding parallel worker {name}: the pipeline is gone, stopping', file=sys.stderr, flush=True)
@@ -181,8 +191,9 @@ def run_worker(role: str, name: str, config_path: str, ready_file: Optional[str]
         return 0
     except Exception as exc:
         if _port_in_use(exc):
-            print(f'ding parallel worker {name}: port {wcfg.get("port")} is already in use', file=sys.stderr,
-                  flush=True)
+            print(
+                f'ding parallel worker {name}: port {wcfg.get("port")} is already in use', file=sys.stderr, flush=True
+            )
             return EXIT_PORT_IN_USE
         raise
     finally:
@@ -197,6 +208,7 @@ def run_warm(assignments: Any = None) -> int:
     """``--warm``: import torch, then become the worker the pipeline names on ``assignments`` (standard input
     by default; see the module doc). Returns the worker's exit code, 0 when no worker was asked for."""
     from .startup import import_for_run, limit_openmp_threads
+
     limit_openmp_threads(WARM_TORCH_THREADS)
     import_for_run('torch')
     import_for_run('ding.interaction')  # Flask and werkzeug: both roles serve
@@ -209,6 +221,7 @@ def run_warm(assignments: Any = None) -> int:
             task = json.loads(line)
             if isinstance(task, dict) and 'prepare' in task:  # compile the run's config first (parallel_prepare)
                 from .parallel_prepare import answer_request
+
                 request, answer = task['prepare']
                 answer_request(request, answer)
                 continue
@@ -225,10 +238,15 @@ def run_warm(assignments: Any = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='python -m ding.entry.parallel_worker',
-                                description='Run one learner or collector of the parallel pipeline.')
-    p.add_argument('--warm', metavar='EXP_DIR', help='import torch, then read which worker to be from stdin '
-                                                     '(EXP_DIR: the run it is for, shown by ps)')
+    p = argparse.ArgumentParser(
+        prog='python -m ding.entry.parallel_worker',
+        description='Run one learner or collector of the parallel pipeline.',
+    )
+    p.add_argument(
+        '--warm',
+        metavar='EXP_DIR',
+        help='import torch, then read which worker to be from stdin (EXP_DIR: the run it is for, shown by ps)',
+    )
     p.add_argument('--role', choices=ROLES)
     p.add_argument('--name', help='the worker entry in system.learner / system.collector')
     p.add_argument('--config', help='parallel_config.json written by the pipeline')
@@ -237,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.warm:
@@ -249,4 +267,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 if __name__ == '__main__':
     from ding.entry.startup import exit_now
+
     exit_now(main())  # everything is closed by now; skip the interpreter's teardown (~0.4 s with torch)

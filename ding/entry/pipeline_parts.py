@@ -1,21 +1,24 @@
 """Building and tearing down what every serial pipeline uses: config, envs, policy, workers."""
+
 from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any
 
 from easydict import EasyDict
 
 from .progress import RunProgress
 
 
-def load_input_config(input_cfg: Union[str, Tuple[dict, dict]]) -> Tuple[EasyDict, EasyDict]:
+def load_input_config(input_cfg: str | tuple[dict, dict]) -> tuple[EasyDict, EasyDict]:
     """Accept a config file path or a ``(main_config, create_config)`` pair; return deep copies."""
     if isinstance(input_cfg, (str, os.PathLike)):
         from ding.config import read_config
+
         cfg, create_cfg, _ = read_config(str(input_cfg))
     else:
         cfg, create_cfg = input_cfg[0], input_cfg[1]
@@ -33,14 +36,22 @@ class SerialParts:
     commander: Any
     tb_logger: Any
     progress: RunProgress
-    closables: List[Callable[[], None]] = field(default_factory=list)
-    resume_path: Optional[str] = None  # the checkpoint this run resumed from (see ding.entry.resume)
+    closables: list[Callable[[], None]] = field(default_factory=list)
+    resume_path: str | None = None  # the checkpoint this run resumed from (see ding.entry.resume)
     service: Any = None  # the run service (ding.service.hooks.ServiceRuntime) when cfg.service asks for one
 
 
-def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setting: Optional[list],
-                       model: Any, dynamic_seed: bool, max_env_step: Optional[int], with_buffer: bool,
-                       resume: Any = None) -> SerialParts:
+def build_serial_parts(
+    cfg: EasyDict,
+    create_cfg: EasyDict,
+    seed: int,
+    env_setting: list | None,
+    model: Any,
+    dynamic_seed: bool,
+    max_env_step: int | None,
+    with_buffer: bool,
+    resume: Any = None,
+) -> SerialParts:
     """Compile the config (validating it before any work starts), then build envs, policy and workers.
 
     ``resume`` ('auto', 'never', a checkpoint path; None: the config's ``resume`` key) picks a
@@ -57,16 +68,23 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
     from ding.policy import create_policy
     from ding.torch_utils import configure_torch_threads
     from ding.utils import config_hash, set_pkg_seed
-    from ding.worker import (BaseLearner, InteractionSerialEvaluator, create_buffer, create_serial_collector,
-                             create_serial_commander)
+    from ding.worker import (
+        BaseLearner,
+        InteractionSerialEvaluator,
+        create_buffer,
+        create_serial_collector,
+        create_serial_commander,
+    )
 
     create_cfg.policy.type = create_cfg.policy.type + '_command'
     env_fn = None if env_setting is None else env_setting[0]
-    cfg = compile_config(cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True,
-                         renew_dir=resume_path is None)
+    cfg = compile_config(
+        cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True, renew_dir=resume_path is None
+    )
     save_buffer = save_buffer_with_checkpoint(cfg)
     if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
         from ding.service import check_service_config
+
         check_service_config(cfg.service)
     if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
         cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
@@ -74,7 +92,7 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
         env_fn, collector_env_cfg, evaluator_env_cfg = get_vec_env_setting(cfg.env)
     else:
         env_fn, collector_env_cfg, evaluator_env_cfg = env_setting
-    closables: List[Callable[[], None]] = []
+    closables: list[Callable[[], None]] = []
     collector_env = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in collector_env_cfg])
     closables.append(collector_env.close)
     evaluator_env = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in evaluator_env_cfg])
@@ -86,23 +104,31 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
     from ding.utils.log_helper import summary_writer_cls
+
     tb_logger = summary_writer_cls()(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
     learner.config_hash = config_hash(cfg)
     closables.insert(0, learner.close)
-    collector = create_serial_collector(cfg.policy.collect.collector, env=collector_env,
-                                        policy=policy.collect_mode, tb_logger=tb_logger, exp_name=cfg.exp_name)
+    collector = create_serial_collector(
+        cfg.policy.collect.collector,
+        env=collector_env,
+        policy=policy.collect_mode,
+        tb_logger=tb_logger,
+        exp_name=cfg.exp_name,
+    )
     closables.insert(0, collector.close)
-    evaluator = InteractionSerialEvaluator(cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger,
-                                           exp_name=cfg.exp_name)
+    evaluator = InteractionSerialEvaluator(
+        cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger, exp_name=cfg.exp_name
+    )
     closables.insert(0, evaluator.close)
     buffer = None
     if with_buffer:
         buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=cfg.exp_name)
         closables.insert(0, buffer.close)
-    commander = create_serial_commander(cfg.policy.other.commander, learner, collector, evaluator, buffer,
-                                        policy.command_mode)
+    commander = create_serial_commander(
+        cfg.policy.other.commander, learner, collector, evaluator, buffer, policy.command_mode
+    )
     register_checkpoint_extras(learner, collector, evaluator, buffer, save_buffer)
     if resume_path is not None:
         try:
@@ -115,10 +141,12 @@ def build_serial_parts(cfg: EasyDict, create_cfg: EasyDict, seed: int, env_setti
                     pass
             raise
     progress = RunProgress(cfg.exp_name, max_env_step)
-    parts = SerialParts(cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables,
-                        resume_path)
+    parts = SerialParts(
+        cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables, resume_path
+    )
     if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
         from ding.service.hooks import attach_serial_service
+
         try:
             parts.service = attach_serial_service(parts)
         except BaseException:
@@ -140,8 +168,12 @@ def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
         if parts.service is not None:
             parts.service.end_run(solved, reason)
         line = parts.progress.close(
-            solved, parts.collector.envstep, parts.learner.train_iter, getattr(parts.evaluator, 'best_return', None),
-            parts.cfg.env.get('stop_value'), reason
+            solved,
+            parts.collector.envstep,
+            parts.learner.train_iter,
+            getattr(parts.evaluator, 'best_return', None),
+            parts.cfg.env.get('stop_value'),
+            reason,
         )
         parts.learner.logger.info(line)
     finally:
@@ -155,8 +187,9 @@ def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
     return line
 
 
-def run_serial_loop(parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int,
-                    max_env_step: int) -> None:
+def run_serial_loop(
+    parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int, max_env_step: int
+) -> None:
     """The loop both serial pipelines share: gate, evaluate, collect, ``train_on(new_data)``, stop checks.
 
     Ends on the stop value, a limit, a terminate request or Ctrl-C (after writing an interrupt

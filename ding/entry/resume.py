@@ -15,10 +15,11 @@ directory: ``renew_dir=False``), ``register_checkpoint_extras`` once the workers
 checkpoint also holds the collector's env steps and, when configured, the replay buffer), and
 ``restore_serial_state`` to load the checkpoint. A parallel learner calls ``resume_learner``.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from ding.config.errors import ConfigError
 
@@ -54,18 +55,19 @@ def experiment_ckpt_dir(exp_name: str, instance_name: str = 'learner') -> str:
     return os.path.join('.', exp_name, f'ckpt_{instance_name}')
 
 
-def newest_valid_checkpoint(directory: str, not_before: Optional[float] = None) -> Optional[str]:
+def newest_valid_checkpoint(directory: str, not_before: float | None = None) -> str | None:
     """The newest checkpoint of ``directory`` that verifies; with ``not_before`` (a ``time.time()``
     value) only checkpoints written at or after that time count (a restarted worker must not pick up
     a previous run's files)."""
     from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, read_manifest, verify_checkpoint
+
     if not_before is None:
         return latest_valid_checkpoint(directory)
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return None
-    candidates: List[Tuple[int, float, str]] = []
+    candidates: list[tuple[int, float, str]] = []
     for name in names:
         if not name.endswith('.safetensors') or name.startswith('.'):
             continue
@@ -94,6 +96,7 @@ def check_checkpoint(path: str) -> str:
     Raises ResumeError naming the file when it is missing, incomplete, corrupt or refused.
     """
     from ding.utils.checkpoint import TORCH_SUFFIXES, CheckpointError, load_checkpoint, verify_checkpoint
+
     path = os.fspath(path)
     if path.endswith(TORCH_SUFFIXES):
         if not os.path.isfile(path):
@@ -115,8 +118,9 @@ def check_checkpoint(path: str) -> str:
     return data
 
 
-def resolve_resume(cfg: Any, resume_arg: Any = None, ckpt_dir: Optional[str] = None,
-                   not_before: Optional[float] = None, logger: Any = None) -> Optional[str]:
+def resolve_resume(
+    cfg: Any, resume_arg: Any = None, ckpt_dir: str | None = None, not_before: float | None = None, logger: Any = None
+) -> str | None:
     """The checkpoint to resume from, or None for a fresh start. Call it before any work.
 
     ``cfg`` is the main config (``exp_name`` and ``resume`` are read); ``resume_arg`` (the CLI value)
@@ -130,8 +134,12 @@ def resolve_resume(cfg: Any, resume_arg: Any = None, ckpt_dir: Optional[str] = N
         exp_name = (cfg.get('exp_name') if cfg is not None else None) or 'default_experiment'
         directory = ckpt_dir or experiment_ckpt_dir(exp_name)
         path = newest_valid_checkpoint(directory, not_before)
-        _say(logger, f'resume=auto: resuming from {path}' if path else
-             f'resume=auto: no valid checkpoint in {directory}; starting fresh')
+        _say(
+            logger,
+            f'resume=auto: resuming from {path}'
+            if path
+            else f'resume=auto: no valid checkpoint in {directory}; starting fresh',
+        )
         return path
     if os.path.isdir(setting):
         path = newest_valid_checkpoint(setting, not_before)
@@ -146,6 +154,7 @@ def _say(logger: Any, msg: str) -> None:
         logger.info(msg)
     elif os.environ.get('DING_QUIET', '') != '1':
         import sys
+
         print(f'[ding] {msg}', file=sys.stderr)
 
 
@@ -161,13 +170,14 @@ def save_buffer_with_checkpoint(cfg: Any) -> bool:
     return value
 
 
-def register_checkpoint_extras(learner: Any, collector: Any = None, evaluator: Any = None, buffer: Any = None,
-                               save_buffer: bool = False) -> None:
+def register_checkpoint_extras(
+    learner: Any, collector: Any = None, evaluator: Any = None, buffer: Any = None, save_buffer: bool = False
+) -> None:
     """Make every checkpoint the learner writes also hold the collector's env steps, the evaluator's
     best return and (``save_buffer``) the replay buffer, under ``extra_state['serial_pipeline']``."""
 
-    def extra() -> Dict[str, Any]:
-        state: Dict[str, Any] = {}
+    def extra() -> dict[str, Any]:
+        state: dict[str, Any] = {}
         if collector is not None:
             state['collector_envstep'] = int(collector.envstep)
         if evaluator is not None:
@@ -182,18 +192,20 @@ def register_checkpoint_extras(learner: Any, collector: Any = None, evaluator: A
 
 
 # ---- putting a checkpoint's state back ------------------------------------------------------------
-def _load(path: str) -> Dict[str, Any]:
+def _load(path: str) -> dict[str, Any]:
     from ding.utils.checkpoint import CheckpointError, load_checkpoint
+
     try:
         return dict(load_checkpoint(path, map_location='cpu'))
     except CheckpointError as exc:
         raise ResumeError(f'cannot resume from {path}: {exc}') from None
 
 
-def restore_learner_state(learner: Any, state: Dict[str, Any], restore_rng: bool = True) -> Dict[str, Any]:
+def restore_learner_state(learner: Any, state: dict[str, Any], restore_rng: bool = True) -> dict[str, Any]:
     """Load a checkpoint's state dict into ``learner`` (policy incl. optimizer, iteration, env steps,
     RNG streams); return the pipeline's extra state it held (``{}`` if none)."""
     from ding.utils.checkpoint import set_rng_state
+
     state = dict(state)
     last_iter = state.pop('last_iter', None)
     last_step = state.pop('last_step', None)
@@ -210,27 +222,32 @@ def restore_learner_state(learner: Any, state: Dict[str, Any], restore_rng: bool
     return dict(extra.get(EXTRA_KEY) or {})
 
 
-def resume_learner(learner: Any, resume: Any = RESUME_AUTO, not_before: Optional[float] = None) -> Optional[str]:
+def resume_learner(learner: Any, resume: Any = RESUME_AUTO, not_before: float | None = None) -> str | None:
     """For a learner process (e.g. a restarted parallel learner): resolve ``resume`` against the learner's
     own checkpoint directory and load it. Returns the checkpoint used, or None (fresh start)."""
     from ding.worker.learner.learner_hook import checkpoint_dir
+
     path = resolve_resume(None, resume, ckpt_dir=checkpoint_dir(learner), not_before=not_before, logger=learner)
     if path is None:
         return None
     restore_learner_state(learner, _load(path))
-    learner.info(f'{learner.instance_name} resumed from {path} (iteration {learner.train_iter}, '
-                 f'env step {learner.collector_envstep})')
+    learner.info(
+        f'{learner.instance_name} resumed from {path} (iteration {learner.train_iter}, '
+        f'env step {learner.collector_envstep})'
+    )
     return path
 
 
-def restore_serial_state(learner: Any, collector: Any, evaluator: Any = None, buffer: Any = None,
-                         path: Optional[str] = None) -> Dict[str, Any]:
+def restore_serial_state(
+    learner: Any, collector: Any, evaluator: Any = None, buffer: Any = None, path: str | None = None
+) -> dict[str, Any]:
     """Load checkpoint ``path`` into a serial pipeline: learner (policy, optimizer, iteration, RNG),
     collector env steps (so the epsilon schedule resumes), the evaluator's best return and, when the
     checkpoint holds one, the replay buffer. Returns a summary dict."""
     if path is None:
         raise ValueError('restore_serial_state: no checkpoint path given')
     from ding.utils.checkpoint import set_rng_state
+
     state = _load(path)
     rng_state = state.get('rng_state')
     extra = restore_learner_state(learner, state, restore_rng=False)
@@ -257,7 +274,7 @@ def save_buffer_with_checkpoint_of(buffer: Any) -> bool:
     return bool(cfg.get(SAVE_BUFFER_KEY, False)) if isinstance(cfg, dict) else False
 
 
-def _finish_restore(learner: Any, path: str, envstep: int, buffer_count: Optional[int]) -> Dict[str, Any]:
+def _finish_restore(learner: Any, path: str, envstep: int, buffer_count: int | None) -> dict[str, Any]:
     msg = f'resumed from {path}: iteration {learner.train_iter}, env step {envstep}'
     if buffer_count is not None:
         msg += f', replay buffer {buffer_count} samples'
@@ -272,7 +289,7 @@ def _finish_restore(learner: Any, path: str, envstep: int, buffer_count: Optiona
 _PACKED = '$packed_samples'
 
 
-def pack_buffer_state(state: Dict[str, Any]) -> Dict[str, Any]:
+def pack_buffer_state(state: dict[str, Any]) -> dict[str, Any]:
     """``buffer.state_dict()`` with its ``data`` list of sample dicts stacked column-wise when possible."""
     data = state.get('data') if isinstance(state, dict) else None
     if not isinstance(data, list):
@@ -285,7 +302,7 @@ def pack_buffer_state(state: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def unpack_buffer_state(state: Dict[str, Any]) -> Dict[str, Any]:
+def unpack_buffer_state(state: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`pack_buffer_state`."""
     data = state.get('data') if isinstance(state, dict) else None
     if not (isinstance(data, dict) and _PACKED in data):
@@ -295,9 +312,10 @@ def unpack_buffer_state(state: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _pack_samples(data: List[Any]) -> Optional[Dict[str, Any]]:
+def _pack_samples(data: list[Any]) -> dict[str, Any] | None:
     import numpy as np
     import torch
+
     slots = [i for i, d in enumerate(data) if d is not None]
     items = [data[i] for i in slots]
     if any(not isinstance(d, dict) for d in items):
@@ -305,18 +323,25 @@ def _pack_samples(data: List[Any]) -> Optional[Dict[str, Any]]:
     keys = list(items[0]) if items else []
     if any(list(d) != keys for d in items):
         return None  # samples of different shapes of dict: leave them to the generic writer
-    columns: Dict[str, Any] = {}
+    columns: dict[str, Any] = {}
     for k in keys:
         values = [d[k] for d in items]
         first = values[0]
         if isinstance(first, torch.Tensor):
-            if not all(isinstance(v, torch.Tensor) and v.shape == first.shape and v.dtype == first.dtype
-                       and v.device == first.device for v in values):
+            if not all(
+                isinstance(v, torch.Tensor)
+                and v.shape == first.shape
+                and v.dtype == first.dtype
+                and v.device == first.device
+                for v in values
+            ):
                 return None
             columns[k] = {'kind': 'tensor', 'value': torch.stack(values)}
         elif isinstance(first, np.ndarray):
-            if not all(isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype
-                       for v in values) or first.dtype.hasobject:
+            if (
+                not all(isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype for v in values)
+                or first.dtype.hasobject
+            ):
                 return None
             columns[k] = {'kind': 'ndarray', 'value': np.stack(values)}
         elif all(_plain(v) for v in values):
@@ -331,15 +356,28 @@ def _plain(v: Any) -> bool:
     return v is None or isinstance(v, (bool, int, float, str))
 
 
-def _unpack_samples(packed: Dict[str, Any]) -> List[Any]:
+def _unpack_samples(packed: dict[str, Any]) -> list[Any]:
     size, slots, keys, columns = packed['size'], list(packed['slots']), list(packed['keys']), packed['columns']
-    data: List[Any] = [None] * int(size)
+    data: list[Any] = [None] * int(size)
     for n, slot in enumerate(slots):
         data[int(slot)] = {k: columns[k]['value'][n] for k in keys}
     return data
 
 
-__all__ = ['RESUME_NEVER', 'RESUME_AUTO', 'ResumeError', 'resume_setting', 'resolve_resume', 'check_checkpoint',
-           'newest_valid_checkpoint', 'experiment_ckpt_dir', 'save_buffer_with_checkpoint',
-           'register_checkpoint_extras', 'restore_learner_state', 'restore_serial_state', 'resume_learner',
-           'pack_buffer_state', 'unpack_buffer_state']
+__all__ = [
+    'RESUME_NEVER',
+    'RESUME_AUTO',
+    'ResumeError',
+    'resume_setting',
+    'resolve_resume',
+    'check_checkpoint',
+    'newest_valid_checkpoint',
+    'experiment_ckpt_dir',
+    'save_buffer_with_checkpoint',
+    'register_checkpoint_extras',
+    'restore_learner_state',
+    'restore_serial_state',
+    'resume_learner',
+    'pack_buffer_state',
+    'unpack_buffer_state',
+]

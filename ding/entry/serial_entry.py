@@ -1,8 +1,9 @@
 """Off-policy training on one machine: collect -> replay buffer -> learner, with periodic evaluation."""
+
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 
 import torch
 
@@ -10,14 +11,14 @@ from .pipeline_parts import build_serial_parts, load_input_config, run_serial_lo
 
 
 def serial_pipeline(
-        input_cfg: Union[str, Tuple[dict, dict]],
-        seed: int = 0,
-        env_setting: Optional[list] = None,
-        model: Optional[torch.nn.Module] = None,
-        max_train_iter: Optional[int] = int(1e10),
-        max_env_step: Optional[int] = int(1e10),
-        dynamic_seed: Optional[bool] = True,
-        resume: Optional[str] = None,
+    input_cfg: str | tuple[dict, dict],
+    seed: int = 0,
+    env_setting: list | None = None,
+    model: torch.nn.Module | None = None,
+    max_train_iter: int | None = int(1e10),
+    max_env_step: int | None = int(1e10),
+    dynamic_seed: bool | None = True,
+    resume: str | None = None,
 ) -> Any:
     """Train an off-policy algorithm (e.g. DQN) until ``env.stop_value``, ``max_train_iter`` or ``max_env_step``.
 
@@ -26,8 +27,9 @@ def serial_pipeline(
     Returns the policy.
     """
     cfg, create_cfg = load_input_config(input_cfg)
-    parts = build_serial_parts(cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step,
-                               with_buffer=True, resume=resume)
+    parts = build_serial_parts(
+        cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step, with_buffer=True, resume=resume
+    )
     learner, collector, buffer, service = parts.learner, parts.collector, parts.buffer, parts.service
     learn_cfg = parts.cfg.policy.learn
     use_priority = parts.cfg.policy.get('priority', False)

@@ -1,7 +1,8 @@
 """On-policy training on one machine (PPO, A2C): collect a rollout, train on it once, discard it."""
+
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 
 import torch
 
@@ -9,14 +10,14 @@ from .pipeline_parts import build_serial_parts, load_input_config, run_serial_lo
 
 
 def serial_pipeline_onpolicy(
-        input_cfg: Union[str, Tuple[dict, dict]],
-        seed: int = 0,
-        env_setting: Optional[list] = None,
-        model: Optional[torch.nn.Module] = None,
-        max_train_iter: Optional[int] = int(1e10),
-        max_env_step: Optional[int] = int(1e10),
-        dynamic_seed: Optional[bool] = True,
-        resume: Optional[str] = None,
+    input_cfg: str | tuple[dict, dict],
+    seed: int = 0,
+    env_setting: list | None = None,
+    model: torch.nn.Module | None = None,
+    max_train_iter: int | None = int(1e10),
+    max_env_step: int | None = int(1e10),
+    dynamic_seed: bool | None = True,
+    resume: str | None = None,
 ) -> Any:
     """Train an on-policy algorithm until ``env.stop_value``, ``max_train_iter`` or ``max_env_step``.
 
@@ -25,8 +26,9 @@ def serial_pipeline_onpolicy(
     ``serial_pipeline``. Returns the policy.
     """
     cfg, create_cfg = load_input_config(input_cfg)
-    parts = build_serial_parts(cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step,
-                               with_buffer=False, resume=resume)
+    parts = build_serial_parts(
+        cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step, with_buffer=False, resume=resume
+    )
     learner, collector = parts.learner, parts.collector
     run_serial_loop(parts, lambda new_data: learner.train(new_data, collector.envstep), max_train_iter, max_env_step)
     return parts.policy

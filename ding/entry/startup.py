@@ -1,4 +1,5 @@
 """Process start-up: import the heavy modules without the cyclic garbage collector re-scanning them."""
+
 from __future__ import annotations
 
 import atexit
@@ -6,14 +7,15 @@ import gc
 import importlib
 import os
 import sys
-from typing import Any, Iterable, List, NoReturn, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 # Shared libraries whose load-time code is worth releasing (see release_load_time_code).
 LOAD_TIME_CODE_LIBRARIES = ('libtorch_cpu.so',)
 _MADV_DONTNEED = 4
 
 
-def limit_openmp_threads(threads: Optional[int] = None) -> None:
+def limit_openmp_threads(threads: int | None = None) -> None:
     """Size torch's OpenMP pool before torch is imported (it is sized at import; ``torch.set_num_threads``
     later does not shrink it). ``threads`` defaults to ``DING_TORCH_THREADS`` or 1, the intra-op thread
     count ding runs with (``ding.torch_utils.configure_torch_threads``); a bigger pool only spins and
@@ -24,7 +26,7 @@ def limit_openmp_threads(threads: Optional[int] = None) -> None:
     os.environ.setdefault('OMP_NUM_THREADS', str(threads))
 
 
-def import_for_run(module: str, name: Optional[str] = None) -> Any:
+def import_for_run(module: str, name: str | None = None) -> Any:
     """``from module import name`` (or ``import module`` when ``name`` is None) for a process about to run
     a pipeline or worker.
 
@@ -46,12 +48,12 @@ def import_for_run(module: str, name: Optional[str] = None) -> Any:
             release_load_time_code()
 
 
-def releasable_code_ranges(smaps: str, libraries: Iterable[str] = LOAD_TIME_CODE_LIBRARIES) -> List[Tuple[int, int]]:
+def releasable_code_ranges(smaps: str, libraries: Iterable[str] = LOAD_TIME_CODE_LIBRARIES) -> list[tuple[int, int]]:
     """``(start, end)`` of the executable mappings of ``libraries`` in a ``/proc/PID/smaps`` text that are
     safe to drop: read-only (``r-xp``) and without a single private, modified page (``Anonymous: 0 kB``),
     so every page can be read back from the file unchanged."""
-    ranges: List[Tuple[int, int]] = []
-    current: Optional[Tuple[int, int]] = None
+    ranges: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
     for line in smaps.splitlines():
         fields = line.split()
         if not fields:
@@ -82,6 +84,7 @@ def release_load_time_code(libraries: Iterable[str] = LOAD_TIME_CODE_LIBRARIES) 
         return 0
     try:
         import ctypes
+
         with open('/proc/self/smaps') as f:
             ranges = releasable_code_ranges(f.read(), libraries)
         if not ranges:

@@ -1,11 +1,28 @@
 """Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``)."""
+
 from .common import (
-    MLP, fc_block, FCEncoder, ConvEncoder, DiscreteHead, DuelingHead, RegressionHead, ReparameterizationHead,
-    create_model
+    MLP,
+    ConvEncoder,
+    DiscreteHead,
+    DuelingHead,
+    FCEncoder,
+    RegressionHead,
+    ReparameterizationHead,
+    create_model,
+    fc_block,
 )
 from .template import DQN, VAC
 
 __all__ = [
-    'MLP', 'fc_block', 'FCEncoder', 'ConvEncoder', 'DiscreteHead', 'DuelingHead', 'RegressionHead',
-    'ReparameterizationHead', 'create_model', 'DQN', 'VAC'
+    'MLP',
+    'fc_block',
+    'FCEncoder',
+    'ConvEncoder',
+    'DiscreteHead',
+    'DuelingHead',
+    'RegressionHead',
+    'ReparameterizationHead',
+    'create_model',
+    'DQN',
+    'VAC',
 ]

@@ -1,15 +1,30 @@
 """Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c + *_command)."""
-from .base_policy import Policy, CommandModePolicy
-from .policy_factory import create_policy, get_policy_cls, PolicyFactory
-from .dqn import DQNPolicy
-from .ppo import PPOPolicy
+
 from .a2c import A2CPolicy
+from .base_policy import CommandModePolicy, Policy
 from .command_mode_policy_instance import (
-    EpsCommandModePolicy, DummyCommandModePolicy, DQNCommandModePolicy, PPOCommandModePolicy, A2CCommandModePolicy
+    A2CCommandModePolicy,
+    DQNCommandModePolicy,
+    DummyCommandModePolicy,
+    EpsCommandModePolicy,
+    PPOCommandModePolicy,
 )
+from .dqn import DQNPolicy
+from .policy_factory import PolicyFactory, create_policy, get_policy_cls
+from .ppo import PPOPolicy
 
 __all__ = [
-    'Policy', 'CommandModePolicy', 'create_policy', 'get_policy_cls', 'PolicyFactory', 'DQNPolicy', 'PPOPolicy',
-    'A2CPolicy', 'EpsCommandModePolicy', 'DummyCommandModePolicy', 'DQNCommandModePolicy', 'PPOCommandModePolicy',
-    'A2CCommandModePolicy'
+    'Policy',
+    'CommandModePolicy',
+    'create_policy',
+    'get_policy_cls',
+    'PolicyFactory',
+    'DQNPolicy',
+    'PPOPolicy',
+    'A2CPolicy',
+    'EpsCommandModePolicy',
+    'DummyCommandModePolicy',
+    'DQNCommandModePolicy',
+    'PPOCommandModePolicy',
+    'A2CCommandModePolicy',
 ]

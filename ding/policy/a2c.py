@@ -1,13 +1,15 @@
 """Synchronous advantage actor-critic (A2C) on a VAC model."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 import torch
 
 from ding.rl_utils import a2c_data, a2c_error
 from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
+
 from .common_utils import build_adam
 from .onpolicy_common import OnPolicyActorCriticBase, collate_keys, index_batch, minibatch_indices
 
@@ -21,6 +23,7 @@ class A2CPolicy(OnPolicyActorCriticBase):
     ``-mean(log pi(a) A) + value_weight * mean((R - V)^2) - entropy_weight * mean(H)``; gradients are clipped
     to norm ``learn.grad_norm``.
     """
+
     config = dict(
         type='a2c',
         cuda=False,
@@ -48,9 +51,13 @@ class A2CPolicy(OnPolicyActorCriticBase):
     def _init_learn(self) -> None:
         cfg, lcfg = self._cfg, self._cfg.learn
         if cfg.priority or cfg.priority_IS_weight:
-            raise ValueError("A2CPolicy: priority / priority_IS_weight are not supported (on-policy data)")
-        self._optimizer = build_adam(self._model.parameters(), lcfg.learning_rate,
-                                     betas=tuple(lcfg.get('betas', (0.9, 0.999))), eps=float(lcfg.get('eps', 1e-8)))
+            raise ValueError('A2CPolicy: priority / priority_IS_weight are not supported (on-policy data)')
+        self._optimizer = build_adam(
+            self._model.parameters(),
+            lcfg.learning_rate,
+            betas=tuple(lcfg.get('betas', (0.9, 0.999))),
+            eps=float(lcfg.get('eps', 1e-8)),
+        )
         self._batch_size = int(lcfg.batch_size)
         self._value_weight = float(lcfg.value_weight)
         self._entropy_weight = float(lcfg.entropy_weight)
@@ -60,7 +67,7 @@ class A2CPolicy(OnPolicyActorCriticBase):
         self._learn_keys = ['obs', 'action', 'value', 'adv']
         self._model.train()
 
-    def _forward_learn(self, data: Any) -> List[Dict[str, Any]]:
+    def _forward_learn(self, data: Any) -> list[dict[str, Any]]:
         if isinstance(data, (list, tuple)):
             data = default_collate(data, collate_keys(data[0], self._learn_keys))
         else:
@@ -71,15 +78,16 @@ class A2CPolicy(OnPolicyActorCriticBase):
             self._model.train()
         data['adv'] = data['adv'].float()
         data['return'] = data['value'].float() + data['adv']
-        stats: List[torch.Tensor] = []
+        stats: list[torch.Tensor] = []
         for idx in minibatch_indices(data['obs'].shape[0], self._batch_size, data['obs'].device):
             batch = index_batch(data, idx)
             out = self._model(batch['obs'], 'compute_actor_critic')
             adv = batch['adv']
             if self._adv_norm and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            loss = a2c_error(a2c_data(out['logit'], batch['action'], out['value'], adv, batch['return'],
-                                      batch.get('weight')))
+            loss = a2c_error(
+                a2c_data(out['logit'], batch['action'], out['value'], adv, batch['return'], batch.get('weight'))
+            )
             total = loss.policy_loss + self._value_weight * loss.value_loss - self._entropy_weight * loss.entropy_loss
             self._optimizer.zero_grad(set_to_none=True)
             total.backward()
@@ -88,12 +96,22 @@ class A2CPolicy(OnPolicyActorCriticBase):
             else:
                 grad_norm = torch.zeros(())
             self._optimizer.step()
-            stats.append(torch.stack([total.detach(), loss.policy_loss.detach(), loss.value_loss.detach(),
-                                      loss.entropy_loss.detach(), batch['adv'].abs().max(), grad_norm.detach()]))
+            stats.append(
+                torch.stack(
+                    [
+                        total.detach(),
+                        loss.policy_loss.detach(),
+                        loss.value_loss.detach(),
+                        loss.entropy_loss.detach(),
+                        batch['adv'].abs().max(),
+                        grad_norm.detach(),
+                    ]
+                )
+            )
         names = ['total_loss', 'policy_loss', 'value_loss', 'entropy_loss', 'adv_abs_max', 'grad_norm']
         # One log dict per optimizer step: the learner counts each as a training iteration (one sync here).
         lr = self._optimizer.param_groups[0]['lr']
         return [dict(zip(names, row), cur_lr=lr) for row in torch.stack(stats).tolist()]
 
-    def _monitor_vars_learn(self) -> List[str]:
+    def _monitor_vars_learn(self) -> list[str]:
         return ['cur_lr', 'total_loss', 'policy_loss', 'value_loss', 'entropy_loss', 'adv_abs_max', 'grad_norm']

@@ -4,11 +4,13 @@ A concrete algorithm overrides the ``_init_<mode>`` and ``_forward_<mode>`` meth
 ``learn_mode``, ``collect_mode``, ``eval_mode`` and ``command_mode`` properties hand out small
 objects that expose only what that side of the pipeline may call.
 """
+
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from easydict import EasyDict
@@ -22,13 +24,13 @@ _MODES = ('learn', 'collect', 'eval', 'command')
 class _PolicyMode:
     """A read-only view of a policy exposing the callables of one mode."""
 
-    def __init__(self, policy: 'Policy', members: Dict[str, Callable]) -> None:
+    def __init__(self, policy: Policy, members: dict[str, Callable]) -> None:
         self._policy = policy
         self._names = tuple(members)
         self.__dict__.update(members)
 
     def __repr__(self) -> str:
-        return f"<{type(self._policy).__name__} mode: {', '.join(self._names)}>"
+        return f'<{type(self._policy).__name__} mode: {", ".join(self._names)}>'
 
 
 class Policy(ABC):
@@ -53,15 +55,14 @@ class Policy(ABC):
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Dict, model: Optional[torch.nn.Module] = None,
-                 enable_field: Optional[List[str]] = None) -> None:
+    def __init__(self, cfg: dict, model: torch.nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         # The algorithm's defaults under the user's values, so a partial config works everywhere.
         self._cfg = deep_merge_dicts(type(self).default_config(), cfg)
         self._on_policy = self._cfg.get('on_policy', False)
         self._enable_field = list(_MODES) if enable_field is None else list(enable_field)
         unknown = [f for f in self._enable_field if f not in _MODES]
         if unknown:
-            raise ValueError(f"policy enable_field: unknown mode(s) {unknown}; valid modes are {list(_MODES)}")
+            raise ValueError(f'policy enable_field: unknown mode(s) {unknown}; valid modes are {list(_MODES)}')
         self._cuda = bool(self._cfg.get('cuda', False)) and torch.cuda.is_available()
         self._device = torch.device('cuda' if self._cuda else 'cpu')
         if set(self._enable_field) - {'command'}:
@@ -70,12 +71,12 @@ class Policy(ABC):
                 self._model.to(self._device)
         else:
             self._model = None
-        self._modes: Dict[str, _PolicyMode] = {}
+        self._modes: dict[str, _PolicyMode] = {}
         for field in self._enable_field:
             getattr(self, f'_init_{field}')()
 
     # ---- model ---------------------------------------------------------------------------------
-    def _create_model(self, cfg: EasyDict, model: Optional[torch.nn.Module]) -> torch.nn.Module:
+    def _create_model(self, cfg: EasyDict, model: torch.nn.Module | None) -> torch.nn.Module:
         if model is not None:
             return model
         model_cfg = copy.deepcopy(dict(cfg.get('model', {})))
@@ -86,90 +87,86 @@ class Policy(ABC):
         import_module(import_names)
         return MODEL_REGISTRY.build(model_type, **model_cfg)
 
-    def default_model(self) -> Tuple[str, List[str]]:
+    def default_model(self) -> tuple[str, list[str]]:
         """(model registry name, modules to import) used when ``cfg.model.type`` is absent."""
-        raise NotImplementedError(f"{type(self).__name__} needs cfg.model.type or a default_model()")
+        raise NotImplementedError(f'{type(self).__name__} needs cfg.model.type or a default_model()')
 
     # ---- mode initialisers (override the ones the algorithm supports) --------------------------
     @abstractmethod
-    def _init_learn(self) -> None:
-        ...
+    def _init_learn(self) -> None: ...
 
     @abstractmethod
-    def _init_collect(self) -> None:
-        ...
+    def _init_collect(self) -> None: ...
 
     @abstractmethod
-    def _init_eval(self) -> None:
-        ...
+    def _init_eval(self) -> None: ...
 
     def _init_command(self) -> None:
         pass
 
     # ---- forwards -------------------------------------------------------------------------------
     @abstractmethod
-    def _forward_learn(self, data: Any) -> Dict[str, Any]:
+    def _forward_learn(self, data: Any) -> dict[str, Any]:
         """One training iteration on ``data`` (a list of samples or an already collated batch).
 
         Returns scalars to log; a ``priority`` entry (one value per sample) feeds prioritized replay.
         """
 
     @abstractmethod
-    def _forward_collect(self, data: Dict[int, Any], **kwargs: Any) -> Dict[int, Dict[str, Any]]:
+    def _forward_collect(self, data: dict[int, Any], **kwargs: Any) -> dict[int, dict[str, Any]]:
         """Map ``{env_id: obs}`` to ``{env_id: {'action': ..., ...}}``."""
 
     @abstractmethod
-    def _forward_eval(self, data: Dict[int, Any]) -> Dict[int, Dict[str, Any]]:
-        ...
+    def _forward_eval(self, data: dict[int, Any]) -> dict[int, dict[str, Any]]: ...
 
     @abstractmethod
-    def _process_transition(self, obs: Any, policy_output: Dict[str, Any], timestep: Any) -> Dict[str, Any]:
+    def _process_transition(self, obs: Any, policy_output: dict[str, Any], timestep: Any) -> dict[str, Any]:
         """Build one transition dict from an observation, the policy output and the env timestep."""
 
     @abstractmethod
-    def _get_train_sample(self, transitions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _get_train_sample(self, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Turn a trajectory (list of transitions) into training samples (n-step, GAE, ...)."""
 
     # ---- defaults shared by most algorithms -----------------------------------------------------
-    def _reset_learn(self, data_id: Optional[List[int]] = None) -> None:
+    def _reset_learn(self, data_id: list[int] | None = None) -> None:
         pass
 
-    def _reset_collect(self, data_id: Optional[List[int]] = None) -> None:
+    def _reset_collect(self, data_id: list[int] | None = None) -> None:
         pass
 
-    def _reset_eval(self, data_id: Optional[List[int]] = None) -> None:
+    def _reset_eval(self, data_id: list[int] | None = None) -> None:
         pass
 
-    def _monitor_vars_learn(self) -> List[str]:
+    def _monitor_vars_learn(self) -> list[str]:
         return ['cur_lr', 'total_loss']
 
-    def _state_dict_learn(self) -> Dict[str, Any]:
+    def _state_dict_learn(self) -> dict[str, Any]:
         state = {'model': self._model.state_dict()}
         if getattr(self, '_optimizer', None) is not None:
             state['optimizer'] = self._optimizer.state_dict()
         return state
 
-    def _load_state_dict_learn(self, state_dict: Dict[str, Any]) -> None:
+    def _load_state_dict_learn(self, state_dict: dict[str, Any]) -> None:
         self._model.load_state_dict(state_dict['model'])
         if 'optimizer' in state_dict and getattr(self, '_optimizer', None) is not None:
             self._optimizer.load_state_dict(state_dict['optimizer'])
 
-    def _state_dict_collect(self) -> Dict[str, Any]:
+    def _state_dict_collect(self) -> dict[str, Any]:
         return {'model': self._model.state_dict()}
 
-    def _load_state_dict_collect(self, state_dict: Dict[str, Any]) -> None:
+    def _load_state_dict_collect(self, state_dict: dict[str, Any]) -> None:
         self._model.load_state_dict(state_dict['model'], strict=True)
 
     _state_dict_eval = _state_dict_collect
     _load_state_dict_eval = _load_state_dict_collect
 
-    def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_collect(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_learn(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_eval(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
     def _get_attribute(self, name: str) -> Any:
@@ -181,44 +178,59 @@ class Policy(ABC):
         setattr(self, '_' + name, value)
 
     def _info(self) -> str:
-        return f"{type(self).__name__}(model={type(self._model).__name__ if self._model is not None else None})"
+        return f'{type(self).__name__}(model={type(self._model).__name__ if self._model is not None else None})'
 
     # ---- mode views -----------------------------------------------------------------------------
     def _mode(self, field: str) -> _PolicyMode:
         view = self._modes.get(field)
         if view is None:
             if field not in self._enable_field:
-                raise AttributeError(f"{type(self).__name__}: mode '{field}' is not enabled "
-                                     f"(enable_field={self._enable_field})")
+                raise AttributeError(
+                    f"{type(self).__name__}: mode '{field}' is not enabled (enable_field={self._enable_field})"
+                )
             view = self._modes[field] = _PolicyMode(self, getattr(self, f'_{field}_mode_members')())
         return view
 
-    def _learn_mode_members(self) -> Dict[str, Callable]:
+    def _learn_mode_members(self) -> dict[str, Callable]:
         return dict(
-            forward=self._forward_learn, reset=self._reset_learn, info=self._info,
-            monitor_vars=self._monitor_vars_learn, get_attribute=self._get_attribute,
-            set_attribute=self._set_attribute, state_dict=self._state_dict_learn,
+            forward=self._forward_learn,
+            reset=self._reset_learn,
+            info=self._info,
+            monitor_vars=self._monitor_vars_learn,
+            get_attribute=self._get_attribute,
+            set_attribute=self._set_attribute,
+            state_dict=self._state_dict_learn,
             load_state_dict=self._load_state_dict_learn,
         )
 
-    def _collect_mode_members(self) -> Dict[str, Callable]:
+    def _collect_mode_members(self) -> dict[str, Callable]:
         return dict(
-            forward=self._forward_collect, process_transition=self._process_transition,
-            get_train_sample=self._get_train_sample, reset=self._reset_collect, info=self._info,
-            get_attribute=self._get_attribute, set_attribute=self._set_attribute,
-            state_dict=self._state_dict_collect, load_state_dict=self._load_state_dict_collect,
+            forward=self._forward_collect,
+            process_transition=self._process_transition,
+            get_train_sample=self._get_train_sample,
+            reset=self._reset_collect,
+            info=self._info,
+            get_attribute=self._get_attribute,
+            set_attribute=self._set_attribute,
+            state_dict=self._state_dict_collect,
+            load_state_dict=self._load_state_dict_collect,
         )
 
-    def _eval_mode_members(self) -> Dict[str, Callable]:
+    def _eval_mode_members(self) -> dict[str, Callable]:
         return dict(
-            forward=self._forward_eval, reset=self._reset_eval, info=self._info,
-            get_attribute=self._get_attribute, set_attribute=self._set_attribute,
-            state_dict=self._state_dict_eval, load_state_dict=self._load_state_dict_eval,
+            forward=self._forward_eval,
+            reset=self._reset_eval,
+            info=self._info,
+            get_attribute=self._get_attribute,
+            set_attribute=self._set_attribute,
+            state_dict=self._state_dict_eval,
+            load_state_dict=self._load_state_dict_eval,
         )
 
-    def _command_mode_members(self) -> Dict[str, Callable]:
+    def _command_mode_members(self) -> dict[str, Callable]:
         return dict(
-            get_setting_learn=self._get_setting_learn, get_setting_collect=self._get_setting_collect,
+            get_setting_learn=self._get_setting_learn,
+            get_setting_collect=self._get_setting_collect,
             get_setting_eval=self._get_setting_eval,
         )
 

@@ -1,14 +1,17 @@
 """Command-mode variants (``*_command``) of the policies: they also turn learner / collector counters into
 collect settings for the serial commander. The parallel coordinator builds the same command modes
 without these classes (see ``ding.worker.coordinator.base_parallel_commander.command_policy``)."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from collections.abc import Callable
+from typing import Any
 
 from ding.rl_utils.exploration import EpsCommandMode
 from ding.utils.registry import POLICY_REGISTRY
-from .base_policy import CommandModePolicy
+
 from .a2c import A2CPolicy
+from .base_policy import CommandModePolicy
 from .dqn import DQNPolicy
 from .ppo import PPOPolicy
 
@@ -29,27 +32,27 @@ class EpsCommandModePolicy(CommandModePolicy):
     def epsilon_greedy(self, fn: Callable[[int], float]) -> None:
         self._eps_command.epsilon_greedy = fn
 
-    def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_collect(self, command_info: dict[str, Any]) -> dict[str, Any]:
         """``command_info``: ``{'learner_step': int, 'envstep': int}``; the schedule runs on ``envstep``."""
         return self._eps_command.get_setting_collect(command_info)
 
-    def _get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_learn(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_eval(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 
 class DummyCommandModePolicy(CommandModePolicy):
     """No settings: on-policy algorithms need nothing from the commander."""
 
-    def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_collect(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_learn(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_eval(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 

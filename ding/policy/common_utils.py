@@ -1,14 +1,15 @@
 """Helpers shared by the concrete policies: config defaults, batching observations, transition fields."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, List
+from typing import Any
 
 import numpy as np
 import torch
 
 
-def stack_obs(obs_list: List[Any], device: torch.device) -> torch.Tensor:
+def stack_obs(obs_list: list[Any], device: torch.device) -> torch.Tensor:
     """One batched float tensor from per-env observations (numpy arrays or tensors)."""
     first = obs_list[0]
     if isinstance(first, torch.Tensor):
@@ -47,8 +48,9 @@ def terminated(timestep: Any) -> bool:
 def check_unroll_len(cfg: Mapping, policy_name: str) -> None:
     unroll_len = cfg.get('collect', {}).get('unroll_len', 1)
     if unroll_len != 1:
-        raise NotImplementedError(f"{policy_name}: policy.collect.unroll_len={unroll_len} is not supported "
-                                  "(non-recurrent model; use 1)")
+        raise NotImplementedError(
+            f'{policy_name}: policy.collect.unroll_len={unroll_len} is not supported (non-recurrent model; use 1)'
+        )
 
 
 def build_adam(params, lr: float, **kwargs: Any) -> torch.optim.Adam:
@@ -56,6 +58,7 @@ def build_adam(params, lr: float, **kwargs: Any) -> torch.optim.Adam:
     fused kernel where this torch build has it for the parameters' device: same numbers, several times less
     per-step overhead for small networks."""
     from ding.torch_utils import Adam
+
     params = list(params)
     try:
         return Adam(params, lr=lr, fused=True, **kwargs)

@@ -1,19 +1,20 @@
 """Double DQN with a target network, dueling head (model side), n-step returns and prioritized replay support."""
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import torch
 import torch.nn as nn
 
+from ding.config.merge import deep_merge_dicts
 from ding.rl_utils import get_epsilon_greedy_fn, get_nstep_return_data, q_nstep_td_data, q_nstep_td_target
 from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
+
 from .base_policy import Policy
-from ding.config.merge import deep_merge_dicts
-from .common_utils import (build_adam, check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs,
-                           terminated)
+from .common_utils import build_adam, check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
 
 _MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
 
@@ -30,6 +31,7 @@ class DQNPolicy(Policy):
     a time-limit truncation bootstraps) and, when ``nstep > 1``, ``value_gamma`` (``gamma ** k`` for the ``k``
     real steps). With ``priority_IS_weight`` the buffer's ``IS`` weights scale each sample's loss.
     """
+
     config = dict(
         type='dqn',
         cuda=False,
@@ -56,13 +58,12 @@ class DQNPolicy(Policy):
         ),
     )
 
-    def __init__(self, cfg: Dict, model: Optional[nn.Module] = None,
-                 enable_field: Optional[List[str]] = None) -> None:
+    def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         cfg = deep_merge_dicts(type(self).default_config(), cfg)
         check_unroll_len(cfg, type(self).__name__)
         super().__init__(cfg, model, enable_field)
 
-    def default_model(self) -> Tuple[str, List[str]]:
+    def default_model(self) -> tuple[str, list[str]]:
         return 'dqn', ['ding.model.template.q_learning']
 
     # ---- learn ----------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ class DQNPolicy(Policy):
             keys.append('value_gamma')
         self._learn_keys = keys
 
-    def _forward_learn(self, data: Any) -> Dict[str, Any]:
+    def _forward_learn(self, data: Any) -> dict[str, Any]:
         if isinstance(data, (list, tuple)):
             first = data[0]
             keys = self._learn_keys + [k for k in ('IS', 'weight') if k in first]
@@ -121,7 +122,7 @@ class DQNPolicy(Policy):
         q_value = self._model(obs)['logit']
         with torch.no_grad():
             target_action = self._model(next_obs)['logit'].argmax(dim=-1)  # double DQN: online net picks
-            target_q_value = self._target_model(next_obs)['logit']        # ... and the target net scores
+            target_q_value = self._target_model(next_obs)['logit']  # ... and the target net scores
 
         td_data = q_nstep_td_data(q_value, target_q_value, action, target_action, reward, done, weight)
         q_s_a, target_q_s_a = q_nstep_td_target(td_data, self._gamma, self._nstep, value_gamma=value_gamma)
@@ -154,17 +155,17 @@ class DQNPolicy(Policy):
                 floats = [(t, o) for t, o in zip(self._target_tensors, self._online_tensors) if t.is_floating_point()]
                 torch._foreach_lerp_([t for t, _ in floats], [o for _, o in floats], self._target_theta)
 
-    def _monitor_vars_learn(self) -> List[str]:
+    def _monitor_vars_learn(self) -> list[str]:
         return ['cur_lr', 'total_loss', 'q_value', 'target_q_value']
 
-    def _state_dict_learn(self) -> Dict[str, Any]:
+    def _state_dict_learn(self) -> dict[str, Any]:
         return {
             'model': self._model.state_dict(),
             'target_model': self._target_model.state_dict(),
             'optimizer': self._optimizer.state_dict(),
         }
 
-    def _load_state_dict_learn(self, state_dict: Dict[str, Any]) -> None:
+    def _load_state_dict_learn(self, state_dict: dict[str, Any]) -> None:
         self._model.load_state_dict(state_dict['model'])
         self._target_model.load_state_dict(state_dict.get('target_model', state_dict['model']))
         if 'optimizer' in state_dict:
@@ -181,7 +182,7 @@ class DQNPolicy(Policy):
         self._collect_steps = 0
         self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in self._model.modules())
 
-    def _forward_collect(self, data: Dict[int, Any], eps: Optional[float] = None) -> Dict[int, Dict[str, Any]]:
+    def _forward_collect(self, data: dict[int, Any], eps: float | None = None) -> dict[int, dict[str, Any]]:
         """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
@@ -205,7 +206,7 @@ class DQNPolicy(Policy):
         actions, logits = action.unbind(0), q.unbind(0)
         return {env_id: {'action': actions[i], 'logit': logits[i]} for i, env_id in enumerate(env_ids)}
 
-    def _process_transition(self, obs: Any, policy_output: Dict[str, Any], timestep: Any) -> Dict[str, Any]:
+    def _process_transition(self, obs: Any, policy_output: dict[str, Any], timestep: Any) -> dict[str, Any]:
         return {
             'obs': obs_to_tensor(obs),
             'next_obs': obs_to_tensor(timestep.obs),
@@ -214,14 +215,14 @@ class DQNPolicy(Policy):
             'done': terminated(timestep),
         }
 
-    def _get_train_sample(self, transitions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _get_train_sample(self, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return get_nstep_return_data(transitions, self._nstep, self._gamma)
 
     # ---- eval -----------------------------------------------------------------------------------
     def _init_eval(self) -> None:
         self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in self._model.modules())
 
-    def _forward_eval(self, data: Dict[int, Any]) -> Dict[int, Dict[str, Any]]:
+    def _forward_eval(self, data: dict[int, Any]) -> dict[int, dict[str, Any]]:
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
         if self._mode_sensitive:

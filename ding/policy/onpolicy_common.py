@@ -1,14 +1,17 @@
 """Shared collect / eval / sample logic of the on-policy actor-critic policies (PPO, A2C) on a VAC model."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn as nn
 
-from ding.rl_utils import gae, gae_data
-from .base_policy import Policy
 from ding.config.merge import deep_merge_dicts
+from ding.rl_utils import gae, gae_data
+
+from .base_policy import Policy
 from .common_utils import check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
 
 _MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
@@ -23,18 +26,17 @@ class OnPolicyActorCriticBase(Policy):
     are recomputed at learn time) and ``_value_scale()`` (value-normalisation scale, 1.0 without it).
     """
 
-    def __init__(self, cfg: Dict, model: Optional[nn.Module] = None,
-                 enable_field: Optional[List[str]] = None) -> None:
+    def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         cfg = deep_merge_dicts(type(self).default_config(), cfg)
         check_unroll_len(cfg, type(self).__name__)
         if cfg.get('continuous') is True and 'action_space' not in cfg.model:  # older DI-engine flag
             cfg.action_space = 'continuous'
         super().__init__(cfg, model, enable_field)
 
-    def default_model(self) -> Tuple[str, List[str]]:
+    def default_model(self) -> tuple[str, list[str]]:
         return 'vac', ['ding.model.template.vac']
 
-    def _create_model(self, cfg, model: Optional[nn.Module]) -> nn.Module:
+    def _create_model(self, cfg, model: nn.Module | None) -> nn.Module:
         # The policy-level ``action_space`` configures a default VAC that does not name its own.
         if model is None and cfg.model.get('type', 'vac') == 'vac' and 'action_space' not in cfg.model:
             cfg.model.action_space = cfg.get('action_space', 'discrete')
@@ -42,8 +44,9 @@ class OnPolicyActorCriticBase(Policy):
         # The model is the source of truth for the action space (the mode initialisers run right after this).
         self._action_space = getattr(model, 'action_space', cfg.get('action_space', 'discrete'))
         if self._action_space not in ('discrete', 'continuous'):
-            raise ValueError(f"{type(self).__name__}: action_space must be 'discrete' or 'continuous', "
-                             f"got {self._action_space!r}")
+            raise ValueError(
+                f"{type(self).__name__}: action_space must be 'discrete' or 'continuous', got {self._action_space!r}"
+            )
         self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in model.modules())
         return model
 
@@ -59,7 +62,7 @@ class OnPolicyActorCriticBase(Policy):
         self._gae_lambda = float(cfg.collect.gae_lambda)
         self._ignore_done = bool(cfg.learn.get('ignore_done', False))
 
-    def _forward_collect(self, data: Dict[int, Any], **kwargs: Any) -> Dict[int, Dict[str, Any]]:
+    def _forward_collect(self, data: dict[int, Any], **kwargs: Any) -> dict[int, dict[str, Any]]:
         """Sample actions for ``{env_id: obs}`` with one batched actor-critic forward."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
@@ -82,13 +85,16 @@ class OnPolicyActorCriticBase(Policy):
         actions, values = action.unbind(0), value.unbind(0)
         if isinstance(logit, dict):
             mus, sigmas = logit['mu'].unbind(0), logit['sigma'].unbind(0)
-            return {env_id: {'action': actions[i], 'logit': {'mu': mus[i], 'sigma': sigmas[i]}, 'value': values[i]}
-                    for i, env_id in enumerate(env_ids)}
+            return {
+                env_id: {'action': actions[i], 'logit': {'mu': mus[i], 'sigma': sigmas[i]}, 'value': values[i]}
+                for i, env_id in enumerate(env_ids)
+            }
         logits = logit.unbind(0)
-        return {env_id: {'action': actions[i], 'logit': logits[i], 'value': values[i]}
-                for i, env_id in enumerate(env_ids)}
+        return {
+            env_id: {'action': actions[i], 'logit': logits[i], 'value': values[i]} for i, env_id in enumerate(env_ids)
+        }
 
-    def _process_transition(self, obs: Any, policy_output: Dict[str, Any], timestep: Any) -> Dict[str, Any]:
+    def _process_transition(self, obs: Any, policy_output: dict[str, Any], timestep: Any) -> dict[str, Any]:
         return {
             'obs': obs_to_tensor(obs),
             'next_obs': obs_to_tensor(timestep.obs),
@@ -99,7 +105,7 @@ class OnPolicyActorCriticBase(Policy):
             'done': terminated(timestep),
         }
 
-    def _get_train_sample(self, transitions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _get_train_sample(self, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Add ``adv`` (GAE) and ``traj_flag`` (last transition of the segment) to each transition."""
         if not transitions:
             return []
@@ -144,7 +150,7 @@ class OnPolicyActorCriticBase(Policy):
     def _init_eval(self) -> None:
         pass
 
-    def _forward_eval(self, data: Dict[int, Any]) -> Dict[int, Dict[str, Any]]:
+    def _forward_eval(self, data: dict[int, Any]) -> dict[int, dict[str, Any]]:
         """Greedy actions: the most likely discrete action, or the Gaussian mean."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
@@ -178,12 +184,12 @@ def minibatch_indices(n: int, batch_size: int, device: torch.device) -> Iterator
         return
     for start in range(0, n, batch_size):
         if start + batch_size > n:
-            yield perm[n - batch_size:]
+            yield perm[n - batch_size :]
         else:
-            yield perm[start:start + batch_size]
+            yield perm[start : start + batch_size]
 
 
-def index_batch(data: Dict[str, Any], idx: torch.Tensor) -> Dict[str, Any]:
+def index_batch(data: dict[str, Any], idx: torch.Tensor) -> dict[str, Any]:
     """Select rows ``idx`` of every tensor (and of nested ``{'mu', 'sigma'}`` dicts)."""
     out = {}
     for k, v in data.items():
@@ -194,6 +200,6 @@ def index_batch(data: Dict[str, Any], idx: torch.Tensor) -> Dict[str, Any]:
     return out
 
 
-def collate_keys(first: Dict[str, Any], keys: List[str], optional: Tuple[str, ...] = ('weight',)) -> List[str]:
+def collate_keys(first: dict[str, Any], keys: list[str], optional: tuple[str, ...] = ('weight',)) -> list[str]:
     """The learn keys plus the optional ones the samples carry."""
     return keys + [k for k in optional if k in first]

@@ -1,8 +1,9 @@
 """PPO (clipped surrogate) on a VAC model, discrete or continuous (Gaussian) actions."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -10,6 +11,7 @@ import torch.nn as nn
 from ding.rl_utils import RunningMeanStd, gae, gae_data, ppo_data, ppo_error
 from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
+
 from .common_utils import build_adam
 from .onpolicy_common import OnPolicyActorCriticBase, collate_keys, index_batch, minibatch_indices
 
@@ -24,6 +26,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
     collector returns them). ``learn.value_norm`` scales value targets by a running std of the returns.
     ``learn.update_per_collect`` (older configs) is ignored: ``epoch_per_collect`` sets the number of passes.
     """
+
     config = dict(
         type='ppo',
         cuda=False,
@@ -66,7 +69,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
     def _init_learn(self) -> None:
         cfg, lcfg = self._cfg, self._cfg.learn
         if cfg.priority or cfg.priority_IS_weight:
-            raise ValueError("PPOPolicy: priority / priority_IS_weight are not supported (on-policy data)")
+            raise ValueError('PPOPolicy: priority / priority_IS_weight are not supported (on-policy data)')
         if lcfg.ppo_param_init:
             self._init_params()
         self._optimizer = build_adam(self._model.parameters(), lcfg.learning_rate)
@@ -81,7 +84,9 @@ class PPOPolicy(OnPolicyActorCriticBase):
         self._running_mean_std = RunningMeanStd() if lcfg.get('value_norm', False) else None
         clip_type = lcfg.get('grad_clip_type', None)
         if clip_type not in (None, 'clip_norm', 'clip_value'):
-            raise ValueError(f"policy.learn.grad_clip_type must be 'clip_norm', 'clip_value' or None, got {clip_type!r}")
+            raise ValueError(
+                f"policy.learn.grad_clip_type must be 'clip_norm', 'clip_value' or None, got {clip_type!r}"
+            )
         self._grad_clip_type, self._grad_clip_value = clip_type, lcfg.get('grad_clip_value', None)
         self._recompute_adv = bool(cfg.recompute_adv)
         self._gamma = float(cfg.collect.discount_factor)
@@ -117,7 +122,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
             last = [m for m in critic.modules() if isinstance(m, nn.Linear)][-1]
             nn.init.orthogonal_(last.weight, gain=1.0)
 
-    def _recompute(self, data: Dict[str, Any]) -> None:
+    def _recompute(self, data: dict[str, Any]) -> None:
         """Values and GAE advantages from the current critic (in place on ``data``)."""
         n = data['obs'].shape[0]
         with torch.no_grad():
@@ -132,22 +137,29 @@ class PPOPolicy(OnPolicyActorCriticBase):
         data['value'] = value / scale
         self._set_return(data, value + adv)
 
-    def _set_return(self, data: Dict[str, Any], unnormalized_return: torch.Tensor) -> None:
+    def _set_return(self, data: dict[str, Any], unnormalized_return: torch.Tensor) -> None:
         if self._running_mean_std is not None:
             data['return'] = unnormalized_return / self._running_mean_std.std
             self._running_mean_std.update(unnormalized_return.cpu().numpy())
         else:
             data['return'] = unnormalized_return
 
-    def _forward_learn(self, data: Any) -> List[Dict[str, Any]]:
+    def _forward_learn(self, data: Any) -> list[dict[str, Any]]:
         if isinstance(data, (list, tuple)):
             data = default_collate(data, collate_keys(data[0], self._learn_keys))
         else:
             data = dict(data)
         if self._cuda:
-            data = {k: (v.to(self._device) if isinstance(v, torch.Tensor) else
-                        {kk: vv.to(self._device) for kk, vv in v.items()} if isinstance(v, dict) else v)
-                    for k, v in data.items()}
+            data = {
+                k: (
+                    v.to(self._device)
+                    if isinstance(v, torch.Tensor)
+                    else {kk: vv.to(self._device) for kk, vv in v.items()}
+                    if isinstance(v, dict)
+                    else v
+                )
+                for k, v in data.items()
+            }
         if self._mode_sensitive:
             self._model.train()
         data['value'] = data['value'].float()
@@ -156,7 +168,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
             self._set_return(data, data['adv'] + data['value'] * self._value_scale())
         n = data['obs'].shape[0]
         continuous = self._action_space == 'continuous'
-        stats: List[torch.Tensor] = []
+        stats: list[torch.Tensor] = []
         for _ in range(self._epoch_per_collect):
             if self._recompute_adv:
                 self._recompute(data)
@@ -167,11 +179,23 @@ class PPOPolicy(OnPolicyActorCriticBase):
                 if self._adv_norm and adv.numel() > 1:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 loss, info = ppo_error(
-                    ppo_data(out['logit'], batch['logit'], batch['action'], out['value'], batch['value'], adv,
-                             batch['return'], batch.get('weight')),
-                    self._clip_ratio, self._value_clip, self._dual_clip)
-                total = loss.policy_loss + self._value_weight * loss.value_loss \
-                    - self._entropy_weight * loss.entropy_loss
+                    ppo_data(
+                        out['logit'],
+                        batch['logit'],
+                        batch['action'],
+                        out['value'],
+                        batch['value'],
+                        adv,
+                        batch['return'],
+                        batch.get('weight'),
+                    ),
+                    self._clip_ratio,
+                    self._value_clip,
+                    self._dual_clip,
+                )
+                total = (
+                    loss.policy_loss + self._value_weight * loss.value_loss - self._entropy_weight * loss.entropy_loss
+                )
                 self._optimizer.zero_grad(set_to_none=True)
                 total.backward()
                 if self._grad_clip_type == 'clip_norm':
@@ -179,30 +203,60 @@ class PPOPolicy(OnPolicyActorCriticBase):
                 elif self._grad_clip_type == 'clip_value':
                     torch.nn.utils.clip_grad_value_(self._params, self._grad_clip_value)
                 self._optimizer.step()
-                row = [total.detach(), loss.policy_loss.detach(), loss.value_loss.detach(),
-                       loss.entropy_loss.detach(), batch['adv'].max(), batch['adv'].mean(),
-                       out['value'].detach().mean(), out['value'].detach().max(), info.approx_kl, info.clipfrac]
+                row = [
+                    total.detach(),
+                    loss.policy_loss.detach(),
+                    loss.value_loss.detach(),
+                    loss.entropy_loss.detach(),
+                    batch['adv'].max(),
+                    batch['adv'].mean(),
+                    out['value'].detach().mean(),
+                    out['value'].detach().max(),
+                    info.approx_kl,
+                    info.clipfrac,
+                ]
                 if continuous:
                     row += [out['logit']['mu'].detach().mean(), out['logit']['sigma'].detach().mean()]
                 stats.append(torch.stack(row))
-        names = ['total_loss', 'policy_loss', 'value_loss', 'entropy_loss', 'adv_max', 'adv_mean', 'value_mean',
-                 'value_max', 'approx_kl', 'clipfrac'] + (['mu_mean', 'sigma_mean'] if continuous else [])
+        names = [
+            'total_loss',
+            'policy_loss',
+            'value_loss',
+            'entropy_loss',
+            'adv_max',
+            'adv_mean',
+            'value_mean',
+            'value_max',
+            'approx_kl',
+            'clipfrac',
+        ] + (['mu_mean', 'sigma_mean'] if continuous else [])
         # One log dict per optimizer step: the learner counts each as a training iteration (one sync here).
         lr = self._optimizer.param_groups[0]['lr']
         return [dict(zip(names, row), cur_lr=lr) for row in torch.stack(stats).tolist()]
 
-    def _monitor_vars_learn(self) -> List[str]:
-        names = ['cur_lr', 'total_loss', 'policy_loss', 'value_loss', 'entropy_loss', 'adv_max', 'adv_mean',
-                 'value_mean', 'value_max', 'approx_kl', 'clipfrac']
+    def _monitor_vars_learn(self) -> list[str]:
+        names = [
+            'cur_lr',
+            'total_loss',
+            'policy_loss',
+            'value_loss',
+            'entropy_loss',
+            'adv_max',
+            'adv_mean',
+            'value_mean',
+            'value_max',
+            'approx_kl',
+            'clipfrac',
+        ]
         return names + (['mu_mean', 'sigma_mean'] if self._action_space == 'continuous' else [])
 
-    def _state_dict_learn(self) -> Dict[str, Any]:
+    def _state_dict_learn(self) -> dict[str, Any]:
         state = {'model': self._model.state_dict(), 'optimizer': self._optimizer.state_dict()}
         if self._running_mean_std is not None:
             state['value_norm'] = self._running_mean_std.state_dict()
         return state
 
-    def _load_state_dict_learn(self, state_dict: Dict[str, Any]) -> None:
+    def _load_state_dict_learn(self, state_dict: dict[str, Any]) -> None:
         self._model.load_state_dict(state_dict['model'])
         if 'optimizer' in state_dict:
             self._optimizer.load_state_dict(state_dict['optimizer'])

@@ -3,17 +3,43 @@
 Names resolve on first use: the exploration schedules need only the standard library, so the parallel
 coordinator (which turns env steps into epsilon) can use them without importing torch.
 """
+
 import sys as _sys
 import types as _types
+
 from ding.utils.lazy_import import lazy_exports
 
 # name -> submodule defining it
 _EXPORTS = {
-    **dict.fromkeys(('q_1step_td_data', 'q_1step_td_error', 'q_nstep_td_data', 'q_nstep_td_error', 'q_nstep_td_target',
-                     'nstep_return_data', 'nstep_return', 'v_1step_td_data', 'v_1step_td_error'), '.td'),
+    **dict.fromkeys(
+        (
+            'q_1step_td_data',
+            'q_1step_td_error',
+            'q_nstep_td_data',
+            'q_nstep_td_error',
+            'q_nstep_td_target',
+            'nstep_return_data',
+            'nstep_return',
+            'v_1step_td_data',
+            'v_1step_td_error',
+        ),
+        '.td',
+    ),
     **dict.fromkeys(('gae_data', 'gae'), '.gae'),
-    **dict.fromkeys(('ppo_data', 'ppo_loss', 'ppo_info', 'ppo_error', 'ppo_error_continuous', 'ppo_policy_data',
-                     'ppo_policy_error', 'ppo_value_data', 'ppo_value_error'), '.ppo'),
+    **dict.fromkeys(
+        (
+            'ppo_data',
+            'ppo_loss',
+            'ppo_info',
+            'ppo_error',
+            'ppo_error_continuous',
+            'ppo_policy_data',
+            'ppo_policy_error',
+            'ppo_value_data',
+            'ppo_value_error',
+        ),
+        '.ppo',
+    ),
     **dict.fromkeys(('a2c_data', 'a2c_loss', 'a2c_error', 'a2c_error_continuous'), '.a2c'),
     **dict.fromkeys(('get_epsilon_greedy_fn', 'EpsCommandMode'), '.exploration'),
     **dict.fromkeys(('get_nstep_return_data', 'get_train_sample'), '.adder'),

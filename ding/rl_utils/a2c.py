@@ -1,8 +1,8 @@
 """Advantage actor-critic loss."""
+
 from __future__ import annotations
 
 from collections import namedtuple
-
 
 from .distribution import logp_entropy
 

@@ -1,8 +1,10 @@
 """Exploration schedules (standard library only: the parallel coordinator uses them without torch)."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def get_epsilon_greedy_fn(start: float, end: float, decay: int, type_: str = 'exp') -> Callable[[int], float]:
@@ -14,7 +16,7 @@ def get_epsilon_greedy_fn(start: float, end: float, decay: int, type_: str = 'ex
     if type_ not in ('exp', 'linear'):
         raise ValueError(f"epsilon schedule: type must be 'exp' or 'linear', got {type_!r}")
     if decay <= 0:
-        raise ValueError(f"epsilon schedule: decay must be > 0, got {decay}")
+        raise ValueError(f'epsilon schedule: decay must be > 0, got {decay}')
     if type_ == 'exp':
         return lambda step: end + (start - end) * math.exp(-step / decay)
 
@@ -40,10 +42,11 @@ class EpsCommandMode:
         if missing:
             raise KeyError(f"{owner}: policy.other.eps needs 'start', 'end' and 'decay', missing {missing}")
         self._owner = owner
-        self.epsilon_greedy = get_epsilon_greedy_fn(eps_cfg['start'], eps_cfg['end'], eps_cfg['decay'],
-                                                    eps_cfg.get('type', 'exp'))
+        self.epsilon_greedy = get_epsilon_greedy_fn(
+            eps_cfg['start'], eps_cfg['end'], eps_cfg['decay'], eps_cfg.get('type', 'exp')
+        )
 
-    def get_setting_collect(self, command_info: Mapping[str, Any]) -> Dict[str, float]:
+    def get_setting_collect(self, command_info: Mapping[str, Any]) -> dict[str, float]:
         """``command_info``: ``{'learner_step': int, 'envstep': int}``; the schedule runs on ``envstep``
         (``step`` is accepted too)."""
         if 'envstep' in command_info:
@@ -51,12 +54,13 @@ class EpsCommandMode:
         elif 'step' in command_info:
             step = command_info['step']
         else:
-            raise KeyError(f"{self._owner}.get_setting_collect: command_info needs 'envstep', "
-                           f"got keys {sorted(command_info)}")
+            raise KeyError(
+                f"{self._owner}.get_setting_collect: command_info needs 'envstep', got keys {sorted(command_info)}"
+            )
         return {'eps': self.epsilon_greedy(step)}
 
-    def get_setting_learn(self, command_info: Mapping[str, Any]) -> Dict[str, Any]:
+    def get_setting_learn(self, command_info: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
-    def get_setting_eval(self, command_info: Mapping[str, Any]) -> Dict[str, Any]:
+    def get_setting_eval(self, command_info: Mapping[str, Any]) -> dict[str, Any]:
         return {}

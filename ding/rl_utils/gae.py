@@ -1,4 +1,5 @@
 """Generalized Advantage Estimation."""
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -21,8 +22,10 @@ def gae(data: gae_data, gamma: float = 0.99, lambda_: float = 0.97) -> torch.Ten
     if traj_flag is None:
         traj_flag = done
     if not (value.shape == next_value.shape == reward.shape == done.shape == traj_flag.shape):
-        raise ValueError("gae: value, next_value, reward, done and traj_flag must share one shape, got "
-                         f"{[tuple(x.shape) for x in (value, next_value, reward, done, traj_flag)]}")
+        raise ValueError(
+            'gae: value, next_value, reward, done and traj_flag must share one shape, got '
+            f'{[tuple(x.shape) for x in (value, next_value, reward, done, traj_flag)]}'
+        )
     with torch.no_grad():
         dtype = value.dtype if value.is_floating_point() else torch.float32
         not_done = 1.0 - done.to(dtype)

@@ -1,15 +1,16 @@
 """PPO losses: clipped surrogate policy loss (optionally dual-clipped), clipped value loss and entropy."""
+
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Optional, Tuple
 
 import torch
 
 from .distribution import logp_entropy
 
-ppo_data = namedtuple('ppo_data', ['logit_new', 'logit_old', 'action', 'value_new', 'value_old', 'adv', 'return_',
-                                   'weight'])
+ppo_data = namedtuple(
+    'ppo_data', ['logit_new', 'logit_old', 'action', 'value_new', 'value_old', 'adv', 'return_', 'weight']
+)
 ppo_policy_data = namedtuple('ppo_policy_data', ['logit_new', 'logit_old', 'action', 'adv', 'weight'])
 ppo_value_data = namedtuple('ppo_value_data', ['value_new', 'value_old', 'return_', 'weight'])
 ppo_loss = namedtuple('ppo_loss', ['policy_loss', 'value_loss', 'entropy_loss'])
@@ -17,12 +18,13 @@ ppo_policy_loss = namedtuple('ppo_policy_loss', ['policy_loss', 'entropy_loss'])
 ppo_info = namedtuple('ppo_info', ['approx_kl', 'clipfrac'])
 
 
-def _wmean(x: torch.Tensor, weight: Optional[torch.Tensor]) -> torch.Tensor:
+def _wmean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
     return x.mean() if weight is None else (x * weight).mean()
 
 
-def ppo_policy_error(data: ppo_policy_data, clip_ratio: float = 0.2,
-                     dual_clip: Optional[float] = None) -> Tuple[ppo_policy_loss, ppo_info]:
+def ppo_policy_error(
+    data: ppo_policy_data, clip_ratio: float = 0.2, dual_clip: float | None = None
+) -> tuple[ppo_policy_loss, ppo_info]:
     """``-mean(min(r A, clip(r, 1-eps, 1+eps) A))`` with ``r = pi_new(a) / pi_old(a)``.
 
     ``logit_*`` are (B, A) logits (discrete) or ``{'mu', 'sigma'}`` dicts (continuous). ``dual_clip`` (> 1) also
@@ -30,7 +32,7 @@ def ppo_policy_error(data: ppo_policy_data, clip_ratio: float = 0.2,
     """
     logit_new, logit_old, action, adv, weight = data
     if dual_clip is not None and dual_clip <= 1.0:
-        raise ValueError(f"ppo: dual_clip must be > 1.0, got {dual_clip}")
+        raise ValueError(f'ppo: dual_clip must be > 1.0, got {dual_clip}')
     logp_new, entropy = logp_entropy(logit_new, action)
     with torch.no_grad():
         logp_old, _ = logp_entropy(logit_old, action)
@@ -59,8 +61,9 @@ def ppo_value_error(data: ppo_value_data, clip_ratio: float = 0.2, use_value_cli
     return 0.5 * _wmean(err, weight)
 
 
-def ppo_error(data: ppo_data, clip_ratio: float = 0.2, use_value_clip: bool = True,
-              dual_clip: Optional[float] = None) -> Tuple[ppo_loss, ppo_info]:
+def ppo_error(
+    data: ppo_data, clip_ratio: float = 0.2, use_value_clip: bool = True, dual_clip: float | None = None
+) -> tuple[ppo_loss, ppo_info]:
     """PPO policy, value and entropy terms. The caller combines them as
     ``policy_loss + value_weight * value_loss - entropy_weight * entropy_loss``."""
     logit_new, logit_old, action, value_new, value_old, adv, return_, weight = data

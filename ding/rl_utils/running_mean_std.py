@@ -1,7 +1,6 @@
 """Running mean / variance of a stream of values (used to normalise value targets)."""
-from __future__ import annotations
 
-from typing import Dict
+from __future__ import annotations
 
 import numpy as np
 
@@ -24,7 +23,7 @@ class RunningMeanStd:
         delta = b_mean - self.mean
         total = self.count + b_count
         self.mean += delta * b_count / total
-        m2 = self.var * self.count + b_var * b_count + delta ** 2 * self.count * b_count / total
+        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
         self.var = m2 / total
         self.count = total
 
@@ -32,8 +31,8 @@ class RunningMeanStd:
     def std(self) -> float:
         return float(np.sqrt(self.var) + 1e-8)
 
-    def state_dict(self) -> Dict[str, float]:
+    def state_dict(self) -> dict[str, float]:
         return {'mean': self.mean, 'var': self.var, 'count': self.count}
 
-    def load_state_dict(self, state: Dict[str, float]) -> None:
+    def load_state_dict(self, state: dict[str, float]) -> None:
         self.mean, self.var, self.count = float(state['mean']), float(state['var']), float(state['count'])

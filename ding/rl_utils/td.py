@@ -4,10 +4,10 @@ Shapes follow DI-engine: ``q`` / ``next_n_q`` (B, A); ``action`` / ``next_n_acti
 (a (B,) reward is accepted when ``nstep == 1``); ``done`` (B,); ``weight`` (B,) or None.
 ``done`` must be True only for real terminations: a time-limit truncation bootstraps like an unfinished episode.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -22,23 +22,25 @@ v_1step_td_data = namedtuple('v_1step_td_data', ['v', 'next_v', 'reward', 'done'
 _mse = nn.MSELoss(reduction='none')
 
 
-def _weighted_mean(x: torch.Tensor, weight: Optional[torch.Tensor]) -> torch.Tensor:
+def _weighted_mean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
     return x.mean() if weight is None else (x * weight).mean()
 
 
 def _time_major_reward(reward: torch.Tensor, nstep: int) -> torch.Tensor:
     if reward.dim() == 1:
         if nstep != 1:
-            raise ValueError(f"td: reward of shape {tuple(reward.shape)} is one step, but nstep={nstep}; "
-                             "pass (nstep, B) rewards")
+            raise ValueError(
+                f'td: reward of shape {tuple(reward.shape)} is one step, but nstep={nstep}; pass (nstep, B) rewards'
+            )
         return reward.unsqueeze(0)
     if reward.shape[0] != nstep:
-        raise ValueError(f"td: reward must be (nstep={nstep}, B), got {tuple(reward.shape)}")
+        raise ValueError(f'td: reward must be (nstep={nstep}, B), got {tuple(reward.shape)}')
     return reward
 
 
-def nstep_return(data: nstep_return_data, gamma: float, nstep: int,
-                 value_gamma: Optional[Union[float, torch.Tensor]] = None) -> torch.Tensor:
+def nstep_return(
+    data: nstep_return_data, gamma: float, nstep: int, value_gamma: float | torch.Tensor | None = None
+) -> torch.Tensor:
     """``sum_{i<n} gamma^i r_i + value_gamma * (1 - done) * next_value`` with ``value_gamma = gamma^n`` by default.
 
     A per-sample ``value_gamma`` (B,) handles samples whose n-step window was cut short by the end of a
@@ -52,12 +54,17 @@ def nstep_return(data: nstep_return_data, gamma: float, nstep: int,
         discounts = gamma ** torch.arange(nstep, dtype=reward.dtype, device=reward.device)
         ret = (discounts.unsqueeze(1) * reward).sum(0)
     if value_gamma is None:
-        value_gamma = gamma ** nstep
+        value_gamma = gamma**nstep
     return ret + value_gamma * (1.0 - done.to(ret.dtype)) * next_value
 
 
-def q_nstep_td_target(data: q_nstep_td_data, gamma: float, nstep: int = 1, cum_reward: bool = False,
-                      value_gamma: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+def q_nstep_td_target(
+    data: q_nstep_td_data,
+    gamma: float,
+    nstep: int = 1,
+    cum_reward: bool = False,
+    value_gamma: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Q(s, a), n-step target)``, the target built from ``next_n_q`` at ``next_n_action`` (no gradient).
 
     ``cum_reward=True``: ``reward`` is already the discounted n-step sum, shape (B,).
@@ -67,16 +74,21 @@ def q_nstep_td_target(data: q_nstep_td_data, gamma: float, nstep: int = 1, cum_r
     next_q_s_a = next_n_q.detach().gather(1, next_n_action.long().reshape(-1, 1)).squeeze(1)
     done = done.to(q_s_a.dtype)
     if cum_reward:
-        vg = gamma ** nstep if value_gamma is None else value_gamma
+        vg = gamma**nstep if value_gamma is None else value_gamma
         target = reward + vg * (1.0 - done) * next_q_s_a
     else:
         target = nstep_return(nstep_return_data(reward, next_q_s_a, done), gamma, nstep, value_gamma)
     return q_s_a, target.detach()
 
 
-def q_nstep_td_error(data: q_nstep_td_data, gamma: float, nstep: int = 1, cum_reward: bool = False,
-                     value_gamma: Optional[torch.Tensor] = None,
-                     criterion: nn.Module = _mse) -> Tuple[torch.Tensor, torch.Tensor]:
+def q_nstep_td_error(
+    data: q_nstep_td_data,
+    gamma: float,
+    nstep: int = 1,
+    cum_reward: bool = False,
+    value_gamma: torch.Tensor | None = None,
+    criterion: nn.Module = _mse,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """n-step Q-learning loss: ``(mean(weight * criterion(Q(s,a), target)), per-sample criterion values)``."""
     q_s_a, target = q_nstep_td_target(data, gamma, nstep, cum_reward, value_gamma)
     per_sample = criterion(q_s_a, target)
@@ -86,8 +98,9 @@ def q_nstep_td_error(data: q_nstep_td_data, gamma: float, nstep: int = 1, cum_re
 def q_1step_td_error(data: q_1step_td_data, gamma: float, criterion: nn.Module = _mse) -> torch.Tensor:
     """One-step Q-learning loss ``mean(weight * criterion(Q(s,a), r + gamma (1-done) Q'(s', a')))``."""
     q, next_q, act, next_act, reward, done, weight = data
-    loss, _ = q_nstep_td_error(q_nstep_td_data(q, next_q, act, next_act, reward, done, weight), gamma, 1,
-                               criterion=criterion)
+    loss, _ = q_nstep_td_error(
+        q_nstep_td_data(q, next_q, act, next_act, reward, done, weight), gamma, 1, criterion=criterion
+    )
     return loss
 
 

@@ -20,11 +20,13 @@ This package's top level imports nothing heavy; see ``ding.service.hooks`` (runt
 ``ding.service.http`` (server), ``ding.service.weights`` (``WeightsClient``), ``ding.service.metrics``,
 ``ding.service.run_control``, ``ding.service.json_log`` and ``ding.entry.ctl`` (``ding ctl``).
 """
+
 from __future__ import annotations
 
 import difflib
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from easydict import EasyDict
 
@@ -44,10 +46,11 @@ SERVICE_DEFAULTS = dict(
 
 def _error(message: str) -> Exception:
     from ding.config.errors import ConfigError
+
     return ConfigError(message)
 
 
-def check_service_config(section: Optional[Mapping[str, Any]]) -> EasyDict:
+def check_service_config(section: Mapping[str, Any] | None) -> EasyDict:
     """The ``service`` section merged over ``SERVICE_DEFAULTS``; ``ConfigError`` naming ``service.KEY``."""
     if section is None:
         section = {}
@@ -58,9 +61,10 @@ def check_service_config(section: Optional[Mapping[str, Any]]) -> EasyDict:
         hints = []
         for key in unknown:
             close = difflib.get_close_matches(str(key), list(SERVICE_DEFAULTS), n=1)
-            hints.append(f"service.{key}" + (f" (did you mean '{close[0]}'?)" if close else ''))
-        raise _error(f"unknown key(s) in the service section: {', '.join(hints)}; valid keys: "
-                     f"{sorted(SERVICE_DEFAULTS)}")
+            hints.append(f'service.{key}' + (f" (did you mean '{close[0]}'?)" if close else ''))
+        raise _error(
+            f'unknown key(s) in the service section: {", ".join(hints)}; valid keys: {sorted(SERVICE_DEFAULTS)}'
+        )
     cfg = EasyDict(dict(SERVICE_DEFAULTS, **{k: v for k, v in section.items() if k != 'cfg_type'}))
     problems = []
 
@@ -74,10 +78,12 @@ def check_service_config(section: Optional[Mapping[str, Any]]) -> EasyDict:
         problems.append(f'service.host: expected an address string, got {cfg.host!r}')
     if not is_int(cfg.port) or not 0 <= cfg.port <= 65535:
         problems.append(f'service.port: expected an int in [0, 65535] (0: any free port), got {cfg.port!r}')
-    if cfg.token is not None and (not isinstance(cfg.token, str) or len(cfg.token) < 8 or any(
-            c.isspace() for c in cfg.token)):
-        problems.append('service.token: expected None (generate one) or a string of at least 8 characters '
-                        'without spaces')
+    if cfg.token is not None and (
+        not isinstance(cfg.token, str) or len(cfg.token) < 8 or any(c.isspace() for c in cfg.token)
+    ):
+        problems.append(
+            'service.token: expected None (generate one) or a string of at least 8 characters without spaces'
+        )
     for key in ('json_log_every', 'weights_freq'):
         if not is_int(cfg[key]) or cfg[key] < 0:
             problems.append(f'service.{key}: expected an int >= 0, got {cfg[key]!r}')

@@ -15,6 +15,7 @@ Hooks (register them on any ``BaseLearner`` with ``learner.register_hook``):
 ``JsonEventLog`` and ``ServiceServer``. ``attach_serial_service(parts)`` sets one up for a serial
 pipeline from ``cfg.service``.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Callable, Mapping
 from time import perf_counter
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any
 
 from ding.worker.learner.learner_hook import LearnerHook, SaveCkptHook, iterations_done
 
@@ -63,7 +65,7 @@ def write_run_file(path: str, info: Mapping[str, Any]) -> None:
         raise
 
 
-def read_run_file(path: str) -> Dict[str, Any]:
+def read_run_file(path: str) -> dict[str, Any]:
     with open(path, encoding='utf-8') as f:
         return json.load(f)
 
@@ -76,9 +78,17 @@ _RESERVED = ('iteration', 'envstep', 'time', 'event')
 class MetricsHook(LearnerHook):
     """Feeds one iteration's numbers to the metrics, the progress clock and the JSON event log."""
 
-    def __init__(self, name: str = 'service_metrics', priority: float = 15, position: str = 'after_iter',
-                 metrics: Any = None, control: Optional[RunControl] = None, events: Optional[JsonEventLog] = None,
-                 json_every: int = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str = 'service_metrics',
+        priority: float = 15,
+        position: str = 'after_iter',
+        metrics: Any = None,
+        control: RunControl | None = None,
+        events: JsonEventLog | None = None,
+        json_every: int = 0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name, priority, position=position, **kwargs)
         self.metrics = metrics
         self.control = control
@@ -93,12 +103,15 @@ class MetricsHook(LearnerHook):
         if self.control is not None:
             self.control.note_progress(done)
         if self.events is not None and self.json_every and done % self.json_every == 0:
-            values = {k: v for k, v in scalars.items()
-                      if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _RESERVED}
+            values = {
+                k: v
+                for k, v in scalars.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _RESERVED
+            }
             self.events.emit('train', iteration=done, envstep=engine.collector_envstep, **values)
 
 
-def _model_weights(engine: Any) -> Dict[str, Any]:
+def _model_weights(engine: Any) -> dict[str, Any]:
     """What collectors load: ``{'model': model.state_dict()}`` (no optimizer or target network)."""
     policy = engine.policy
     try:
@@ -115,8 +128,16 @@ class PublishWeightsHook(LearnerHook):
     ``freq`` iterations (0: never periodically) and whenever a reader asked for fresh weights
     (``store.wanted``). Only rank 0 publishes."""
 
-    def __init__(self, name: str, priority: float = 90, position: str = 'after_iter', store: Any = None,
-                 freq: int = 1, extract: Callable[[Any], Dict[str, Any]] = _model_weights, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        priority: float = 90,
+        position: str = 'after_iter',
+        store: Any = None,
+        freq: int = 1,
+        extract: Callable[[Any], dict[str, Any]] = _model_weights,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name, priority, position=position, **kwargs)
         if store is None:
             raise ValueError(f"learner hook '{name}': a WeightsStore is required")
@@ -141,9 +162,15 @@ class RunControlHook(LearnerHook):
     this completed iteration) has run, call ``on_terminate(engine)``: the owner of the loop stops it there
     (e.g. ends its task), so no iteration runs after the final checkpoint."""
 
-    def __init__(self, name: str = 'run_control', priority: float = 95, position: str = 'after_iter',
-                 control: Optional[RunControl] = None, on_terminate: Optional[Callable[[Any], None]] = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str = 'run_control',
+        priority: float = 95,
+        position: str = 'after_iter',
+        control: RunControl | None = None,
+        on_terminate: Callable[[Any], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name, priority, position=position, **kwargs)
         if control is None:
             raise ValueError(f"learner hook '{name}': a RunControl is required")
@@ -194,9 +221,16 @@ class ServiceRuntime:
     server is its only remote entry point). ``log``: where human-readable event lines go.
     """
 
-    def __init__(self, cfg: Optional[Mapping[str, Any]], exp_name: str, instance: str = 'learner',
-                 config_hash: str = '', run_id: Optional[str] = None,
-                 log: Optional[Callable[[str], None]] = None, serve_weights: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: Mapping[str, Any] | None,
+        exp_name: str,
+        instance: str = 'learner',
+        config_hash: str = '',
+        run_id: str | None = None,
+        log: Callable[[str], None] | None = None,
+        serve_weights: bool = True,
+    ) -> None:
         self.cfg = check_service_config(cfg)
         self.exp_name = exp_name
         self.instance = instance
@@ -207,21 +241,24 @@ class ServiceRuntime:
         self.metrics = None
         self.weights = None
         self.server = None
-        self.events: Optional[JsonEventLog] = None
-        self.run_file: Optional[str] = None
+        self.events: JsonEventLog | None = None
+        self.run_file: str | None = None
         self._closed = False
         self._ended = False
         self._learner: Any = None
-        self._extract: Callable[[Any], Dict[str, Any]] = _model_weights
+        self._extract: Callable[[Any], dict[str, Any]] = _model_weights
         if self.cfg.json_log:
-            self.events = JsonEventLog(events_path(exp_name), self.run_id, instance, config_hash,
-                                       iteration_fn=lambda: self.control.iteration)
+            self.events = JsonEventLog(
+                events_path(exp_name), self.run_id, instance, config_hash, iteration_fn=lambda: self.control.iteration
+            )
         if self.cfg.enable:
             from .metrics import ServiceMetrics
+
             self.metrics = ServiceMetrics(self.run_id, exp_name, instance, config_hash).activate()
             self.control.heartbeat_listeners.append(self.metrics.beat)  # keeps beating while paused
             if serve_weights:
                 from .weights import WeightsStore
+
                 self.weights = WeightsStore(latest_version=lambda: self.control.iteration)
                 self.weights.add_listener(self._on_publish)
         self.control.add_listener(self._on_control_event)
@@ -238,7 +275,7 @@ class ServiceRuntime:
         details = ' '.join(f'{k}={v}' for k, v in fields.items() if v is not None and k != 'iteration')
         self.log(f'[service] {event} {details}'.rstrip())
 
-    def _on_control_event(self, record: Dict[str, Any]) -> None:
+    def _on_control_event(self, record: dict[str, Any]) -> None:
         if self.metrics is not None:
             self.metrics.control_event(record)
         fields = {k: v for k, v in record.items() if k not in ('event', 'time')}
@@ -247,7 +284,7 @@ class ServiceRuntime:
             # On the training thread, between iterations: a paused run serves exactly the weights it has.
             self.publish_weights(self._learner)
 
-    def _on_publish(self, ok: bool, published: Any, error: Optional[str]) -> None:
+    def _on_publish(self, ok: bool, published: Any, error: str | None) -> None:
         if self.metrics is None:
             return
         if ok:
@@ -257,32 +294,54 @@ class ServiceRuntime:
             self.emit('weights_publish_failed', error=error)
 
     # ---- wiring --------------------------------------------------------------------------------------
-    def attach_learner(self, learner: Any, control_hook: bool = False,
-                       on_terminate: Optional[Callable[[Any], None]] = None,
-                       extract: Callable[[Any], Dict[str, Any]] = _model_weights, learn_cfg: Any = None) -> None:
+    def attach_learner(
+        self,
+        learner: Any,
+        control_hook: bool = False,
+        on_terminate: Callable[[Any], None] | None = None,
+        extract: Callable[[Any], dict[str, Any]] = _model_weights,
+        learn_cfg: Any = None,
+    ) -> None:
         """Register the metrics / weights hooks on ``learner`` (and ``RunControlHook`` with
         ``control_hook``, for learners driven by ``learner.start()``); time its checkpoints; make the
         learning rate tunable (also written to ``learn_cfg.learning_rate`` when given)."""
         self._learner = learner
         self._extract = extract
-        learner.register_hook(MetricsHook(metrics=self.metrics, control=self.control, events=self.events,
-                                          json_every=self.cfg.json_log_every))
+        learner.register_hook(
+            MetricsHook(
+                metrics=self.metrics, control=self.control, events=self.events, json_every=self.cfg.json_log_every
+            )
+        )
         if self.weights is not None:
-            learner.register_hook(PublishWeightsHook('publish_weights_before_run', position='before_run',
-                                                     store=self.weights, extract=extract))
-            learner.register_hook(PublishWeightsHook('publish_weights', position='after_iter', store=self.weights,
-                                                     freq=self.cfg.weights_freq, extract=extract))
-            learner.register_hook(PublishWeightsHook('publish_weights_after_run', position='after_run',
-                                                     store=self.weights, extract=extract))
+            learner.register_hook(
+                PublishWeightsHook(
+                    'publish_weights_before_run', position='before_run', store=self.weights, extract=extract
+                )
+            )
+            learner.register_hook(
+                PublishWeightsHook(
+                    'publish_weights',
+                    position='after_iter',
+                    store=self.weights,
+                    freq=self.cfg.weights_freq,
+                    extract=extract,
+                )
+            )
+            learner.register_hook(
+                PublishWeightsHook(
+                    'publish_weights_after_run', position='after_run', store=self.weights, extract=extract
+                )
+            )
         if self.metrics is not None:
             time_checkpoint_hooks(learner, self.metrics.observe_checkpoint)
         if control_hook:
             learner.register_hook(RunControlHook(control=self.control, on_terminate=on_terminate))
         self.register_learning_rate(learner.policy, learn_cfg)
 
-    def register_learning_rate(self, learn_mode: Any, cfg_section: Optional[Any] = None) -> None:
+    def register_learning_rate(self, learn_mode: Any, cfg_section: Any | None = None) -> None:
         """Make ``learning_rate`` tunable: every param group of the policy's optimizers."""
         from ding.worker.learner.nan_guard import DEFAULT_OPTIMIZER_NAMES
+
         optimizers = []
         for name in DEFAULT_OPTIMIZER_NAMES:
             try:
@@ -306,8 +365,13 @@ class ServiceRuntime:
 
         self.control.register_tunable('learning_rate', get, set_)
 
-    def register_tunable(self, key: str, getter: Callable[[], Any], setter: Callable[[Any], None],
-                         check: Optional[Callable[[Any, Mapping[str, Any]], Optional[str]]] = None) -> None:
+    def register_tunable(
+        self,
+        key: str,
+        getter: Callable[[], Any],
+        setter: Callable[[Any], None],
+        check: Callable[[Any, Mapping[str, Any]], str | None] | None = None,
+    ) -> None:
         """``control.register_tunable`` plus the ``learner_hyperparameter{key}`` gauge."""
         self.control.register_tunable(key, getter, setter, check)
         if self.metrics is not None:
@@ -317,7 +381,7 @@ class ServiceRuntime:
         if self.weights is not None and learner.rank == 0:
             self.weights.publish(self._extract(learner), iterations_done(learner))
 
-    def terminate_with_checkpoint(self, learner: Any) -> Dict[str, Any]:
+    def terminate_with_checkpoint(self, learner: Any) -> dict[str, Any]:
         """``on_terminate`` for a learner: write the final checkpoint (timed), publish the final weights."""
         t0 = perf_counter()
         path = learner.save_checkpoint()
@@ -325,34 +389,45 @@ class ServiceRuntime:
         if self.metrics is not None and path is not None:
             self.metrics.observe_checkpoint(seconds)
         self.publish_weights(learner)
-        return {'checkpoint': path, 'checkpoint_iteration': iterations_done(learner),
-                'checkpoint_seconds': round(seconds, 4)}
+        return {
+            'checkpoint': path,
+            'checkpoint_iteration': iterations_done(learner),
+            'checkpoint_seconds': round(seconds, 4),
+        }
 
-    def start_server(self, run_file: Optional[str] = RUN_FILE) -> None:
+    def start_server(self, run_file: str | None = RUN_FILE) -> None:
         """Start the HTTP server (when enabled), write ``./{exp_name}/{run_file}`` (None: no file) and say
         where it is. One process per experiment owns ``run.json`` (what ``ding ctl --exp-dir`` reads): the
         serial pipeline, or the coordinator in parallel mode; other processes pick another name."""
         if not self.cfg.enable or self.server is not None:
             return
         from .http import ServiceServer
+
         token = self.cfg.token or secrets.token_hex(16)
-        info = {'run_id': self.run_id, 'exp_name': self.exp_name, 'instance': self.instance, 'pid': os.getpid(),
-                'config_hash': self.config_hash}
+        info = {
+            'run_id': self.run_id,
+            'exp_name': self.exp_name,
+            'instance': self.instance,
+            'pid': os.getpid(),
+            'config_hash': self.config_hash,
+        }
         server = ServiceServer(self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info)
         server.start()
         self.server = server
         where = ''
         if run_file:
             self.run_file = os.path.join('.', self.exp_name, run_file)
-            write_run_file(self.run_file, dict(info, address=server.address, url=server.url, token=token,
-                                               started=time.time()))
+            write_run_file(
+                self.run_file, dict(info, address=server.address, url=server.url, token=token, started=time.time())
+            )
             where = f' (written to {self.run_file}; try: ding ctl status --exp-dir ./{self.exp_name})'
-        print(f'[ding] run service of {self.instance} at {server.url} token={token}{where}', file=sys.stderr,
-              flush=True)
+        print(
+            f'[ding] run service of {self.instance} at {server.url} token={token}{where}', file=sys.stderr, flush=True
+        )
         self.emit('service_started', address=server.address, pid=os.getpid())
 
     # ---- the training loop's side --------------------------------------------------------------------
-    def gate(self, iteration: int, envstep: Optional[int] = None) -> bool:
+    def gate(self, iteration: int, envstep: int | None = None) -> bool:
         """Top of the pipeline loop: False when the run was terminated (the final checkpoint is written)."""
         if envstep is not None and self.metrics is not None:
             self.metrics.set_env_steps(envstep)
@@ -407,9 +482,15 @@ class ServiceRuntime:
                 self.events.close()
 
 
-def start_service(service_cfg: Optional[Mapping[str, Any]], exp_name: str, instance: str = 'learner',
-                  serve_weights: bool = True, run_file: Optional[str] = RUN_FILE, config_hash: str = '',
-                  log: Optional[Callable[[str], None]] = None) -> ServiceRuntime:
+def start_service(
+    service_cfg: Mapping[str, Any] | None,
+    exp_name: str,
+    instance: str = 'learner',
+    serve_weights: bool = True,
+    run_file: str | None = RUN_FILE,
+    config_hash: str = '',
+    log: Callable[[str], None] | None = None,
+) -> ServiceRuntime:
     """A ``ServiceRuntime`` with its server started (when ``service_cfg.enable``): the one call another
     process (e.g. the parallel coordinator) needs to serve ``/run/*``, ``/metrics`` and ``/healthz``.
     Drive it with ``runtime.control.poll()`` between rounds of work; ``runtime.close()`` at the end."""
@@ -428,7 +509,7 @@ def service_enabled(cfg: Mapping[str, Any]) -> bool:
     return isinstance(section, Mapping) and bool(section.get('enable') or section.get('json_log'))
 
 
-def attach_serial_service(parts: Any) -> Optional[ServiceRuntime]:
+def attach_serial_service(parts: Any) -> ServiceRuntime | None:
     """Give a serial pipeline (``ding.entry.pipeline_parts.SerialParts``) its service per ``cfg.service``.
 
     Registers the hooks, the tunable keys the pipeline and policy support, the final-checkpoint action of
@@ -440,8 +521,7 @@ def attach_serial_service(parts: Any) -> Optional[ServiceRuntime]:
         check_service_config(cfg.get('service'))  # still report typos in a disabled section
         return None
     learner, policy = parts.learner, parts.policy
-    runtime = ServiceRuntime(cfg.service, cfg.exp_name, learner.instance_name, learner.config_hash,
-                             log=learner.info)
+    runtime = ServiceRuntime(cfg.service, cfg.exp_name, learner.instance_name, learner.config_hash, log=learner.info)
     try:
         runtime.attach_learner(learner, learn_cfg=cfg.policy.learn)
         _register_serial_tunables(runtime.control, cfg, policy, with_buffer=parts.buffer is not None)
@@ -464,12 +544,13 @@ def _has_attribute(learn_mode: Any, name: str) -> bool:
         return False
 
 
-def register_loss_weights(control: RunControl, learn_mode: Any, learn_cfg: Any = None) -> List[str]:
+def register_loss_weights(control: RunControl, learn_mode: Any, learn_cfg: Any = None) -> list[str]:
     """Make ``entropy_weight`` / ``value_weight`` tunable where the policy keeps them (``policy._entropy_weight``):
     set on the policy (read by its next ``forward``) and in ``learn_cfg``. Returns the keys registered."""
     keys = []
     for key in ('entropy_weight', 'value_weight'):
         if _has_attribute(learn_mode, key):
+
             def get(key: str = key) -> float:
                 return float(learn_mode.get_attribute(key))
 
@@ -483,10 +564,15 @@ def register_loss_weights(control: RunControl, learn_mode: Any, learn_cfg: Any =
     return keys
 
 
-def register_batch_size_attribute(control: RunControl, learn_mode: Any, learn_cfg: Any = None,
-                                  check: Optional[Callable[[Any, Mapping[str, Any]], Optional[str]]] = None) -> None:
+def register_batch_size_attribute(
+    control: RunControl,
+    learn_mode: Any,
+    learn_cfg: Any = None,
+    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None,
+) -> None:
     """Make ``batch_size`` tunable as the policy's attribute (on-policy minibatch size; in parallel mode the
     comm learner's data demand reads it for every batch it asks for)."""
+
     def set_batch(value: int) -> None:
         learn_mode.set_attribute('batch_size', int(value))
         if learn_cfg is not None:
@@ -505,20 +591,29 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
         # The off-policy loop reads both from the config at the top of every collect.
         buffer_size = cfg.policy.other.replay_buffer.get('replay_buffer_size')
 
-        def check_batch(value: int, pending: Mapping[str, Any]) -> Optional[str]:
+        def check_batch(value: int, pending: Mapping[str, Any]) -> str | None:
             if isinstance(buffer_size, int) and value > buffer_size:
-                return (f'batch_size = {value} must not exceed policy.other.replay_buffer.replay_buffer_size = '
-                        f'{buffer_size}')
+                return (
+                    f'batch_size = {value} must not exceed policy.other.replay_buffer.replay_buffer_size = '
+                    f'{buffer_size}'
+                )
             return None
 
-        control.register_tunable('update_per_collect', lambda: int(learn_cfg.update_per_collect),
-                                 lambda v: learn_cfg.__setitem__('update_per_collect', int(v)))
-        control.register_tunable('batch_size', lambda: int(learn_cfg.batch_size),
-                                 lambda v: learn_cfg.__setitem__('batch_size', int(v)), check_batch)
+        control.register_tunable(
+            'update_per_collect',
+            lambda: int(learn_cfg.update_per_collect),
+            lambda v: learn_cfg.__setitem__('update_per_collect', int(v)),
+        )
+        control.register_tunable(
+            'batch_size',
+            lambda: int(learn_cfg.batch_size),
+            lambda v: learn_cfg.__setitem__('batch_size', int(v)),
+            check_batch,
+        )
     elif _has_attribute(learn_mode, 'batch_size'):
         n_sample = cfg.policy.collect.get('n_sample')
 
-        def check_minibatch(value: int, pending: Mapping[str, Any]) -> Optional[str]:
+        def check_minibatch(value: int, pending: Mapping[str, Any]) -> str | None:
             if isinstance(n_sample, int) and value > n_sample:
                 return f'batch_size = {value} must not exceed policy.collect.n_sample = {n_sample} (on-policy)'
             return None
@@ -529,7 +624,7 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
     if eps_cfg is not None and hasattr(policy, 'epsilon_greedy'):
         from ding.rl_utils import get_epsilon_greedy_fn
 
-        def check_eps(value: Any, pending: Mapping[str, Any]) -> Optional[str]:
+        def check_eps(value: Any, pending: Mapping[str, Any]) -> str | None:
             start = pending.get('eps.start', eps_cfg.start)
             end = pending.get('eps.end', eps_cfg.end)
             if end > start:
@@ -541,13 +636,33 @@ def _register_serial_tunables(control: RunControl, cfg: Any, policy: Any, with_b
                 eps_cfg[field] = value
                 fn = get_epsilon_greedy_fn(eps_cfg.start, eps_cfg.end, eps_cfg.decay, eps_cfg.type)
                 policy.epsilon_greedy = fn  # the commander's schedule: the serial collector gets eps from it
+
             return set_
 
         for field in ('start', 'end', 'decay'):
-            control.register_tunable(f'eps.{field}', lambda f=field: eps_cfg[f], setter(field),
-                                     check_eps if field in ('start', 'end') else None)
+            control.register_tunable(
+                f'eps.{field}',
+                lambda f=field: eps_cfg[f],
+                setter(field),
+                check_eps if field in ('start', 'end') else None,
+            )
 
 
-__all__ = ['MetricsHook', 'PublishWeightsHook', 'RunControlHook', 'TimedCheckpointHook', 'ServiceRuntime',
-           'attach_serial_service', 'register_loss_weights', 'register_batch_size_attribute', 'start_service', 'service_enabled', 'time_checkpoint_hooks', 'write_run_file', 'read_run_file',
-           'run_file_path', 'new_run_id', 'RUN_FILE']
+__all__ = [
+    'MetricsHook',
+    'PublishWeightsHook',
+    'RunControlHook',
+    'TimedCheckpointHook',
+    'ServiceRuntime',
+    'attach_serial_service',
+    'register_loss_weights',
+    'register_batch_size_attribute',
+    'start_service',
+    'service_enabled',
+    'time_checkpoint_hooks',
+    'write_run_file',
+    'read_run_file',
+    'run_file_path',
+    'new_run_id',
+    'RUN_FILE',
+]

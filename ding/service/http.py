@@ -9,14 +9,16 @@ a missing token gets 401, a wrong one 403. Read-only endpoints need none.
 Any process can serve any subset: ``ServiceServer(control=..., metrics=..., weights=...)`` mounts the
 routes of the parts it is given (e.g. a coordinator passes only its ``RunControl``).
 """
+
 from __future__ import annotations
 
 import hmac
 import json
 import math
 import threading
+from collections.abc import Callable
 from enum import IntEnum
-from typing import Any, Callable, Dict, List, NoReturn, Optional
+from typing import Any, NoReturn
 
 from flask import Flask, Response, request
 from werkzeug.serving import make_server
@@ -38,6 +40,7 @@ DEFAULT_WAIT_SECONDS = 10.0
 
 class ServiceErrorCode(IntEnum):
     """Codes in the ``code`` field of the run service's answers."""
+
     SUCCESS = 0
     SYSTEM_SHUTTING_DOWN = 101
     REQUEST_INVALID = 102
@@ -65,11 +68,11 @@ _TUNE_CODES = {
 }
 
 
-def _refuse(code: ServiceErrorCode, status: int, message: str, data: Optional[Dict[str, Any]] = None) -> NoReturn:
+def _refuse(code: ServiceErrorCode, status: int, message: str, data: dict[str, Any] | None = None) -> NoReturn:
     raise ResponsibleException(code, message, data, status_code=status)
 
 
-def _json_body() -> Dict[str, Any]:
+def _json_body() -> dict[str, Any]:
     """The request body as a JSON object (empty body: ``{}``); 400 otherwise. Never anything but JSON."""
     raw = request.get_data(cache=True)
     if not raw:
@@ -83,24 +86,39 @@ def _json_body() -> Dict[str, Any]:
     return body
 
 
-def _wait_seconds(body: Dict[str, Any]) -> float:
+def _wait_seconds(body: dict[str, Any]) -> float:
     wait = body.get('wait', DEFAULT_WAIT_SECONDS)
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait) or not \
-            0 <= wait <= MAX_WAIT_SECONDS:
-        _refuse(ServiceErrorCode.REQUEST_INVALID, 400,
-                f"field 'wait' must be a number of seconds in [0, {MAX_WAIT_SECONDS:g}], got {wait!r}")
+    if (
+        isinstance(wait, bool)
+        or not isinstance(wait, (int, float))
+        or math.isnan(wait)
+        or not 0 <= wait <= MAX_WAIT_SECONDS
+    ):
+        _refuse(
+            ServiceErrorCode.REQUEST_INVALID,
+            400,
+            f"field 'wait' must be a number of seconds in [0, {MAX_WAIT_SECONDS:g}], got {wait!r}",
+        )
     return float(wait)
 
 
 class ServiceServer(HttpService):
     """Serves a run's control, metrics, health and weights. ``start()`` returns once it listens;
     ``port`` is then the real one (``port=0`` lets the OS pick). Binds 127.0.0.1 unless told otherwise."""
+
     _role = 'run-service'
     _codes = ServiceErrorCode
 
-    def __init__(self, host: str = '127.0.0.1', port: int = 0, token: Optional[str] = None,
-                 control: Optional[RunControl] = None, metrics: Optional[ServiceMetrics] = None,
-                 weights: Optional[WeightsStore] = None, info: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        host: str = '127.0.0.1',
+        port: int = 0,
+        token: str | None = None,
+        control: RunControl | None = None,
+        metrics: ServiceMetrics | None = None,
+        weights: WeightsStore | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(host, port)
         if control is not None and not token:
             raise ValueError('ServiceServer: a token is required when run control is served')
@@ -113,9 +131,9 @@ class ServiceServer(HttpService):
         self._inflight_cond = threading.Condition()
 
     # ---- app -------------------------------------------------------------------------------------------
-    def _routes(self) -> List[Route]:
+    def _routes(self) -> list[Route]:
         # JSON routes, answered through the interaction layer's envelope.
-        routes: List[Route] = [('/ping', ['GET'], self._api_ping)]
+        routes: list[Route] = [('/ping', ['GET'], self._api_ping)]
         if self.control is not None:
             routes += [
                 ('/run/status', ['GET'], self._api_status),
@@ -129,8 +147,9 @@ class ServiceServer(HttpService):
         return routes
 
     def _build_app(self) -> Flask:
-        app = build_app(__name__, [(rule, methods, self._counted(view)) for rule, methods, view in self._routes()],
-                        self._codes)
+        app = build_app(
+            __name__, [(rule, methods, self._counted(view)) for rule, methods, view in self._routes()], self._codes
+        )
         # Routes whose answers are not JSON envelopes (or carry a status the envelope views cannot set).
         raw = [('/healthz', self._raw_healthz)]
         if self.metrics is not None:
@@ -138,8 +157,9 @@ class ServiceServer(HttpService):
         if self.weights is not None:
             raw.append(('/weights/current', self._raw_weights_current))
         for rule, view in raw:
-            app.add_url_rule(rule, endpoint=rule, view_func=self._counted(view), methods=['GET'],
-                             provide_automatic_options=False)
+            app.add_url_rule(
+                rule, endpoint=rule, view_func=self._counted(view), methods=['GET'], provide_automatic_options=False
+            )
         return app
 
     def start(self) -> None:
@@ -150,13 +170,22 @@ class ServiceServer(HttpService):
             app = self._build_app()
             sock = _listen(self._host, self._port)
             try:
-                self._server = make_server(self._host, sock.getsockname()[1], app, threaded=True,
-                                           request_handler=_QuietRequestHandler, fd=sock.fileno())
+                self._server = make_server(
+                    self._host,
+                    sock.getsockname()[1],
+                    app,
+                    threaded=True,
+                    request_handler=_QuietRequestHandler,
+                    fd=sock.fileno(),
+                )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
             self._server_thread = threading.Thread(
-                target=self._server.serve_forever, kwargs={'poll_interval': interaction_config.SERVE_POLL_INTERVAL},
-                name=self._thread_name('http'), daemon=True)
+                target=self._server.serve_forever,
+                kwargs={'poll_interval': interaction_config.SERVE_POLL_INTERVAL},
+                name=self._thread_name('http'),
+                daemon=True,
+            )
             self._server_thread.start()
         self._start_workers()
 
@@ -176,12 +205,14 @@ class ServiceServer(HttpService):
                 with self._inflight_cond:
                     self._inflight -= 1
                     self._inflight_cond.notify_all()
+
         return counted
 
     @property
     def address(self) -> str:
         """``host:port`` to reach this server from this machine."""
         from ding.interaction.base.common import connectable_host
+
         host = connectable_host(self._host)
         return f'[{host}]:{self.port}' if ':' in host else f'{host}:{self.port}'
 
@@ -201,21 +232,24 @@ class ServiceServer(HttpService):
         if not given and auth.lower().startswith('bearer '):
             given = auth[7:].strip()
         if not given:
-            _refuse(ServiceErrorCode.TOKEN_NOT_GIVEN, 401,
-                    "this endpoint needs the run's token: header 'Authorization: Bearer TOKEN' "
-                    "(the token is in ./{exp_name}/run.json)")
+            _refuse(
+                ServiceErrorCode.TOKEN_NOT_GIVEN,
+                401,
+                "this endpoint needs the run's token: header 'Authorization: Bearer TOKEN' "
+                '(the token is in ./{exp_name}/run.json)',
+            )
         if not hmac.compare_digest(given.encode(), self._token.encode()):
             if self.control is not None:
                 self.control.record_event('auth_failed', path=request.path)
             _refuse(ServiceErrorCode.TOKEN_NOT_MATCH, 403, "token does not match this run's token")
 
     # ---- /run/* ----------------------------------------------------------------------------------------
-    def _api_status(self) -> Dict[str, Any]:
+    def _api_status(self) -> dict[str, Any]:
         data = self.control.status()
         data.update(self.info)
         return success_response(data)
 
-    def _api_pause(self) -> Dict[str, Any]:
+    def _api_pause(self) -> dict[str, Any]:
         self._check_run_token()
         wait = _wait_seconds(_json_body())
         try:
@@ -225,7 +259,7 @@ class ServiceServer(HttpService):
         message = 'Paused.' if data['state'] == 'paused' else 'Pause requested; the in-flight iteration is draining.'
         return success_response(data, message)
 
-    def _api_resume(self) -> Dict[str, Any]:
+    def _api_resume(self) -> dict[str, Any]:
         self._check_run_token()
         _json_body()
         try:
@@ -234,28 +268,37 @@ class ServiceServer(HttpService):
             _refuse(ServiceErrorCode.RUN_STATE_CONFLICT, 409, err.message, {'state': err.state})
         return success_response(data, 'Running.')
 
-    def _api_tune(self) -> Dict[str, Any]:
+    def _api_tune(self) -> dict[str, Any]:
         self._check_run_token()
         body = _json_body()
         changes = body.get('changes', body.get('set'))
         if changes is None:
-            _refuse(ServiceErrorCode.REQUEST_INVALID, 400,
-                    "tune body must hold 'changes': {KEY: VALUE, ...}; tunable keys: "
-                    f'{self.control.tunable_keys}')
+            _refuse(
+                ServiceErrorCode.REQUEST_INVALID,
+                400,
+                f"tune body must hold 'changes': {{KEY: VALUE, ...}}; tunable keys: {self.control.tunable_keys}",
+            )
         wait = _wait_seconds(body)
         try:
             data = self.control.request_tune(changes, wait=wait)
         except TuneError as err:
             code, status = _TUNE_CODES.get(err.reason, (ServiceErrorCode.TUNE_INVALID, 400))
-            _refuse(code, status, err.message,
-                    {'key': err.key, 'bound': err.bound, 'reason': err.reason, 'problems': err.problems})
+            _refuse(
+                code,
+                status,
+                err.message,
+                {'key': err.key, 'bound': err.bound, 'reason': err.reason, 'problems': err.problems},
+            )
         except RunStateError as err:
             _refuse(ServiceErrorCode.RUN_STATE_CONFLICT, 409, err.message, {'state': err.state})
-        message = 'Applied.' if data.get('applied') else (
-            'Accepted; it is applied before the next iteration.' if 'errors' not in data else 'Failed to apply.')
+        message = (
+            'Applied.'
+            if data.get('applied')
+            else ('Accepted; it is applied before the next iteration.' if 'errors' not in data else 'Failed to apply.')
+        )
         return success_response(data, message)
 
-    def _api_terminate(self) -> Dict[str, Any]:
+    def _api_terminate(self) -> dict[str, Any]:
         self._check_run_token()
         wait = _wait_seconds(_json_body())
         try:
@@ -266,7 +309,7 @@ class ServiceServer(HttpService):
         return success_response(data, message)
 
     # ---- /weights/* ------------------------------------------------------------------------------------
-    def _api_weights_meta(self) -> Dict[str, Any]:
+    def _api_weights_meta(self) -> dict[str, Any]:
         current = self.weights.fresh(WEIGHTS_REFRESH_SECONDS)
         if current is None:
             _refuse(ServiceErrorCode.WEIGHTS_NOT_PUBLISHED, 503, 'no weights have been published yet')
@@ -275,10 +318,17 @@ class ServiceServer(HttpService):
     def _raw_weights_current(self) -> Response:
         current = self.weights.fresh(WEIGHTS_REFRESH_SECONDS)
         if current is None:
-            return _envelope(failure_response(ServiceErrorCode.WEIGHTS_NOT_PUBLISHED,
-                                              'no weights have been published yet'), 503, {'Retry-After': '1'})
-        headers = {HEADER_VERSION: str(current.version), HEADER_SHA256: current.sha256, 'ETag': current.etag,
-                   'Cache-Control': 'no-cache'}
+            return _envelope(
+                failure_response(ServiceErrorCode.WEIGHTS_NOT_PUBLISHED, 'no weights have been published yet'),
+                503,
+                {'Retry-After': '1'},
+            )
+        headers = {
+            HEADER_VERSION: str(current.version),
+            HEADER_SHA256: current.sha256,
+            'ETag': current.etag,
+            'Cache-Control': 'no-cache',
+        }
         if etag_matches(request.headers.get('If-None-Match'), current.sha256):
             return Response(status=304, headers=headers)
         return Response(current.payload, status=200, headers=headers, mimetype=CONTENT_TYPE)
@@ -296,19 +346,26 @@ class ServiceServer(HttpService):
         return _envelope(failure_response(ServiceErrorCode.UNHEALTHY, body['reason'], body), 503)
 
 
-def _envelope(envelope: Dict[str, Any], status: int, headers: Optional[Dict[str, str]] = None) -> Response:
+def _envelope(envelope: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json', headers=headers)
 
 
-def serve(control: Optional[RunControl] = None, metrics: Optional[ServiceMetrics] = None,
-          weights: Optional[WeightsStore] = None, host: str = '127.0.0.1', port: int = 0,
-          token: Optional[str] = None, info: Optional[Dict[str, Any]] = None) -> ServiceServer:
+def serve(
+    control: RunControl | None = None,
+    metrics: ServiceMetrics | None = None,
+    weights: WeightsStore | None = None,
+    host: str = '127.0.0.1',
+    port: int = 0,
+    token: str | None = None,
+    info: dict[str, Any] | None = None,
+) -> ServiceServer:
     """Start a ``ServiceServer`` for the given parts in this process and return it (``close()`` stops it).
 
     Control routes need ``token`` (one is generated when None; read it back from ``server.token``).
     """
     if control is not None and not token:
         from ding.interaction.base.common import random_token
+
         token = random_token(16)
     server = ServiceServer(host, port, token, control, metrics, weights, info)
     server.start()

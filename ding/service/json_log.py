@@ -4,6 +4,7 @@ Every line carries ``time`` (unix seconds), ``ts`` (ISO 8601, UTC), ``run_id``, 
 ``iteration``, ``config_hash`` and ``event``, then the event's own fields. It sits beside the
 human-readable logs; tools (``jq``, log shippers) read it without parsing free text.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -12,7 +13,8 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 EVENTS_FILE = 'events.jsonl'
 
@@ -47,8 +49,14 @@ class JsonEventLog:
     ``iteration`` is read from ``iteration_fn`` when an event does not give one.
     """
 
-    def __init__(self, path: str, run_id: str, instance: str = 'learner', config_hash: str = '',
-                 iteration_fn: Optional[Callable[[], int]] = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        run_id: str,
+        instance: str = 'learner',
+        config_hash: str = '',
+        iteration_fn: Callable[[], int] | None = None,
+    ) -> None:
         self.path = path
         self.run_id = run_id
         self.instance = instance
@@ -60,7 +68,7 @@ class JsonEventLog:
             os.makedirs(directory, exist_ok=True)
         self._file = open(path, 'a', encoding='utf-8', buffering=1)  # line-buffered: one write per event
 
-    def emit(self, event: str, iteration: Optional[int] = None, **fields: Any) -> Dict[str, Any]:
+    def emit(self, event: str, iteration: int | None = None, **fields: Any) -> dict[str, Any]:
         """Write one event line and return the record."""
         now = fields.pop('time', None) or time.time()
         if iteration is None and self._iteration_fn is not None:
@@ -70,7 +78,7 @@ class JsonEventLog:
                 iteration = None
         record = {
             'time': round(float(now), 6),
-            'ts': datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(timespec='milliseconds'),
+            'ts': datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(timespec='milliseconds'),
             'run_id': self.run_id,
             'instance': self.instance,
             'iteration': iteration,

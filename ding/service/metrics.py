@@ -7,11 +7,13 @@ imports it to report its events).
 Other components report through small functions that do nothing when no run has metrics:
 ``inc_nan_guard_event(kind, n)`` (the learner's NaN guard) counts ``nan_guard_events_total{kind}``.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 # Buckets: sampling from a local buffer takes micro- to milliseconds, from a remote one up to seconds.
 SAMPLE_LATENCY_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -22,7 +24,7 @@ POLICY_LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 RUN_STATES = ('running', 'pausing', 'paused', 'terminating', 'terminated', 'finished')
 
 _active_lock = threading.Lock()
-_active: Optional['ServiceMetrics'] = None
+_active: ServiceMetrics | None = None
 
 
 class ServiceMetrics:
@@ -34,54 +36,83 @@ class ServiceMetrics:
 
     def __init__(self, run_id: str = '', exp_name: str = '', worker: str = 'learner', config_hash: str = '') -> None:
         from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
+
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.run_info = Info('ding_run', 'Identity of this training run', registry=r)
         self.run_info.info({'run_id': run_id, 'exp_name': exp_name, 'worker': worker, 'config_hash': config_hash})
 
         # learner
-        self.sgd_steps = Counter('learner_sgd_steps', 'Learner iterations (optimizer updates) done by this process',
-                                 registry=r)
+        self.sgd_steps = Counter(
+            'learner_sgd_steps', 'Learner iterations (optimizer updates) done by this process', registry=r
+        )
         self.policy_loss = Gauge('learner_policy_loss', 'Policy loss of the last iteration', registry=r)
-        self.value_loss = Gauge('learner_value_loss', 'Value loss of the last iteration (the TD loss for value-based '
-                                'policies that report only total_loss)', registry=r)
+        self.value_loss = Gauge(
+            'learner_value_loss',
+            'Value loss of the last iteration (the TD loss for value-based policies that report only total_loss)',
+            registry=r,
+        )
         self.entropy = Gauge('learner_entropy', 'Policy entropy of the last iteration', registry=r)
         self.total_loss = Gauge('learner_total_loss', 'Total loss of the last iteration', registry=r)
         self.learning_rate = Gauge('learner_learning_rate', 'Learning rate of the last iteration (cur_lr)', registry=r)
-        self.sample_latency = Histogram('learner_sample_latency_seconds', 'Time to get one training batch',
-                                        buckets=SAMPLE_LATENCY_BUCKETS, registry=r)
-        self.checkpoint_duration = Histogram('learner_checkpoint_duration_seconds', 'Time to write one checkpoint',
-                                             buckets=CHECKPOINT_BUCKETS, registry=r)
-        self.last_step = Gauge('learner_last_step_timestamp_seconds', 'Unix time of the last completed iteration',
-                               registry=r)
-        self.heartbeat = Gauge('learner_heartbeat_timestamp_seconds',
-                               'Unix time the training loop last showed it is alive (also while paused)', registry=r)
+        self.sample_latency = Histogram(
+            'learner_sample_latency_seconds',
+            'Time to get one training batch',
+            buckets=SAMPLE_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.checkpoint_duration = Histogram(
+            'learner_checkpoint_duration_seconds',
+            'Time to write one checkpoint',
+            buckets=CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.last_step = Gauge(
+            'learner_last_step_timestamp_seconds', 'Unix time of the last completed iteration', registry=r
+        )
+        self.heartbeat = Gauge(
+            'learner_heartbeat_timestamp_seconds',
+            'Unix time the training loop last showed it is alive (also while paused)',
+            registry=r,
+        )
         self.iteration = Gauge('learner_iteration', 'Learner iteration counter (train_iter)', registry=r)
 
         # weights
         self.weights_published = Counter('learner_weights_publish', 'Weights versions published', registry=r)
-        self.weights_failures = Counter('learner_weights_publish_failures', 'Weights publications that failed',
-                                        registry=r)
-        self.weights_version = Gauge('learner_weights_version', 'Version (learner iteration) of the served weights',
-                                     registry=r)
+        self.weights_failures = Counter(
+            'learner_weights_publish_failures', 'Weights publications that failed', registry=r
+        )
+        self.weights_version = Gauge(
+            'learner_weights_version', 'Version (learner iteration) of the served weights', registry=r
+        )
         self.weights_size = Gauge('learner_weights_size_bytes', 'Size of the served weights payload', registry=r)
 
         # data
-        self.prefetch_queue = Gauge('prefetch_queue_size', 'Batches waiting in the learner prefetch queue '
-                                    '(0 in the serial pipeline, which samples synchronously)', registry=r)
+        self.prefetch_queue = Gauge(
+            'prefetch_queue_size',
+            'Batches waiting in the learner prefetch queue (0 in the serial pipeline, which samples synchronously)',
+            registry=r,
+        )
         self.env_steps = Counter('collector_env_steps', 'Environment steps collected', registry=r)
-        self.policy_lag = Histogram('policy_lag', 'Learner iterations between the weights that collected a '
-                                    'batch and the weights it trains (one observation per batch: its mean)',
-                                    buckets=POLICY_LAG_BUCKETS, registry=r)
-        self.nan_guard = Counter('nan_guard_events', 'NaN guard events (skipped steps, rollbacks)', ['kind'],
-                                 registry=r)
+        self.policy_lag = Histogram(
+            'policy_lag',
+            'Learner iterations between the weights that collected a '
+            'batch and the weights it trains (one observation per batch: its mean)',
+            buckets=POLICY_LAG_BUCKETS,
+            registry=r,
+        )
+        self.nan_guard = Counter(
+            'nan_guard_events', 'NaN guard events (skipped steps, rollbacks)', ['kind'], registry=r
+        )
 
         # run control
-        self.control_events = Counter('run_control_events', 'Run-control events (requests, state changes, tunes)',
-                                      ['event'], registry=r)
+        self.control_events = Counter(
+            'run_control_events', 'Run-control events (requests, state changes, tunes)', ['event'], registry=r
+        )
         self.state = Enum('run_state', 'State of the run', states=list(RUN_STATES), registry=r)
-        self.hyperparameter = Gauge('learner_hyperparameter', 'Current value of each tunable hyperparameter', ['key'],
-                                    registry=r)
+        self.hyperparameter = Gauge(
+            'learner_hyperparameter', 'Current value of each tunable hyperparameter', ['key'], registry=r
+        )
         # NaN ("no value yet") rather than a misleading 0 until the policy reports the value; a policy that
         # never reports one (DQN has no entropy) keeps NaN.
         for gauge in (self.policy_loss, self.value_loss, self.entropy, self.total_loss, self.learning_rate):
@@ -90,7 +121,7 @@ class ServiceMetrics:
         self._env_lock = threading.Lock()
 
     # ---- updates -------------------------------------------------------------------------------------------
-    def observe_iteration(self, iteration: int, scalars: Optional[Dict[str, Any]] = None) -> None:
+    def observe_iteration(self, iteration: int, scalars: dict[str, Any] | None = None) -> None:
         """One learner iteration completed; ``scalars``: the policy's log values of that iteration."""
         self.sgd_steps.inc()
         now = time.time()
@@ -125,7 +156,7 @@ class ServiceMetrics:
     def beat(self) -> None:
         self.heartbeat.set(time.time())
 
-    def observe_sample(self, seconds: float, lag: Optional[float] = None) -> None:
+    def observe_sample(self, seconds: float, lag: float | None = None) -> None:
         self.sample_latency.observe(seconds)
         if lag is not None:
             self.policy_lag.observe(lag)
@@ -162,14 +193,14 @@ class ServiceMetrics:
     def nan_guard_event(self, kind: str = 'skipped_step', n: int = 1) -> None:
         self.nan_guard.labels(kind=kind).inc(n)
 
-    def control_event(self, event: Dict[str, Any]) -> None:
+    def control_event(self, event: dict[str, Any]) -> None:
         """A ``RunControl`` listener: count the event and follow the state."""
         self.control_events.labels(event=event['event']).inc()
         state = event.get('state')
         if state in RUN_STATES:
             self.state.state(state)
 
-    def track_hyperparameters(self, getters: Dict[str, Callable[[], Any]]) -> None:
+    def track_hyperparameters(self, getters: dict[str, Callable[[], Any]]) -> None:
         """Export ``learner_hyperparameter{key}`` read from each getter at scrape time."""
         for key, getter in getters.items():
             self.hyperparameter.labels(key=key).set_function(_safe(getter))
@@ -178,15 +209,17 @@ class ServiceMetrics:
     def text(self) -> bytes:
         """The Prometheus text exposition of this run's registry."""
         from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
 
     @property
     def content_type(self) -> str:
         from prometheus_client import CONTENT_TYPE_LATEST
+
         return CONTENT_TYPE_LATEST
 
     # ---- the process's active run -------------------------------------------------------------------------
-    def activate(self) -> 'ServiceMetrics':
+    def activate(self) -> ServiceMetrics:
         """Make this the run that module-level reporters (``inc_nan_guard_event``) count into."""
         global _active
         with _active_lock:
@@ -206,10 +239,11 @@ def _safe(fn: Callable[[], Any]) -> Callable[[], float]:
             return float(fn())
         except Exception:  # a scrape must not fail because one value cannot be read right now
             return float('nan')
+
     return read
 
 
-def active_metrics() -> Optional[ServiceMetrics]:
+def active_metrics() -> ServiceMetrics | None:
     """The metrics of the run active in this process, or None."""
     return _active
 
@@ -221,17 +255,18 @@ def inc_nan_guard_event(kind: str = 'skipped_step', n: int = 1) -> None:
         metrics.nan_guard_event(kind, n)
 
 
-def parse_metrics(text: str) -> Dict[str, Dict[tuple, float]]:
+def parse_metrics(text: str) -> dict[str, dict[tuple, float]]:
     """``{sample name: {sorted label items: value}}`` from Prometheus text (for tests and ``ding ctl``)."""
     from prometheus_client.parser import text_string_to_metric_families
-    out: Dict[str, Dict[tuple, float]] = {}
+
+    out: dict[str, dict[tuple, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
     return out
 
 
-def sample_value(parsed: Dict[str, Dict[tuple, float]], name: str, **labels: Any) -> Optional[float]:
+def sample_value(parsed: dict[str, dict[tuple, float]], name: str, **labels: Any) -> float | None:
     """One value from ``parse_metrics`` output (None when absent)."""
     series = parsed.get(name)
     if series is None:
@@ -239,5 +274,4 @@ def sample_value(parsed: Dict[str, Dict[tuple, float]], name: str, **labels: Any
     return series.get(tuple(sorted((k, str(v)) for k, v in labels.items())))
 
 
-__all__ = ['ServiceMetrics', 'active_metrics', 'inc_nan_guard_event', 'parse_metrics', 'sample_value',
-           'RUN_STATES']
+__all__ = ['ServiceMetrics', 'active_metrics', 'inc_nan_guard_event', 'parse_metrics', 'sample_value', 'RUN_STATES']

@@ -9,6 +9,7 @@ is applied before the next one starts, a terminate runs ``on_terminate`` (the fi
 States: ``running`` -> ``pausing`` (requested, the current iteration drains) -> ``paused`` -> ``running``;
 any live state -> ``terminating`` -> ``terminated``; ``finished`` once the run ended on its own.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,9 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 RUNNING, PAUSING, PAUSED = 'running', 'pausing', 'paused'
 TERMINATING, TERMINATED, FINISHED = 'terminating', 'terminated', 'finished'
@@ -28,7 +30,7 @@ _ENDED = (TERMINATING, TERMINATED, FINISHED)
 # Keys a running training may change, with the cap applied on top of the config bound of the same key in
 # ding.config.bounds.BOUNDS (a tune is a live change: it gets a tighter, sane range than a config file).
 # A key missing from BOUNDS takes its kind from here ('int' or 'number').
-TUNE_LIMITS: Dict[str, Tuple[str, str]] = {
+TUNE_LIMITS: dict[str, tuple[str, str]] = {
     'learning_rate': ('number', '(0, 1]'),
     'entropy_weight': ('number', '[0, 1]'),
     'value_weight': ('number', '[0, 10]'),
@@ -47,19 +49,20 @@ _PREFIXES = ('policy.learn.', 'policy.other.', 'learn.', 'other.')
 @dataclass(frozen=True)
 class Interval:
     """A real interval; ``lo``/``hi`` may be infinite."""
+
     lo: float
     hi: float
     lo_closed: bool
     hi_closed: bool
 
     @classmethod
-    def parse(cls, text: str) -> 'Interval':
+    def parse(cls, text: str) -> Interval:
         m = re.fullmatch(r'\s*([\[(])\s*(-?[\w.+-]+)\s*,\s*(-?[\w.+-]+)\s*([\])])\s*', text)
         if not m:
             raise ValueError(f'malformed interval {text!r}')
         return cls(float(m.group(2)), float(m.group(3)), m.group(1) == '[', m.group(4) == ']')
 
-    def intersect(self, other: 'Interval') -> 'Interval':
+    def intersect(self, other: Interval) -> Interval:
         if self.lo > other.lo or (self.lo == other.lo and not self.lo_closed):
             lo, lo_closed = self.lo, self.lo_closed
         else:
@@ -76,8 +79,9 @@ class Interval:
         return above and below
 
     def __str__(self) -> str:
-        return '{}{}, {}{}'.format('[' if self.lo_closed else '(', _num(self.lo), _num(self.hi),
-                                   ']' if self.hi_closed else ')')
+        return '{}{}, {}{}'.format(
+            '[' if self.lo_closed else '(', _num(self.lo), _num(self.hi), ']' if self.hi_closed else ')'
+        )
 
 
 def _num(x: float) -> str:
@@ -86,9 +90,10 @@ def _num(x: float) -> str:
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
 
 
-def tune_bounds() -> Dict[str, Tuple[str, Interval]]:
+def tune_bounds() -> dict[str, tuple[str, Interval]]:
     """``{key: (kind, interval)}`` of every tunable key: the config bound narrowed by ``TUNE_LIMITS``."""
     from ding.config.bounds import BOUNDS
+
     out = {}
     for key, (kind, limit) in TUNE_LIMITS.items():
         interval = Interval.parse(limit)
@@ -103,8 +108,14 @@ class TuneError(ValueError):
     """A tune request refused before anything changed. ``reason``: unknown_key, wrong_type, out_of_range,
     not_supported or invalid; ``key`` and ``bound`` name what was wrong."""
 
-    def __init__(self, message: str, reason: str, key: Optional[str] = None, bound: Optional[str] = None,
-                 problems: Optional[List[Dict[str, Any]]] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        reason: str,
+        key: str | None = None,
+        bound: str | None = None,
+        problems: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
@@ -126,11 +137,11 @@ def canonical_key(key: str) -> str:
     """``policy.learn.learning_rate`` -> ``learning_rate``; other names are returned unchanged."""
     for prefix in _PREFIXES:
         if key.startswith(prefix):
-            return key[len(prefix):]
+            return key[len(prefix) :]
     return key
 
 
-def check_tune_value(key: str, value: Any, bounds: Optional[Dict[str, Tuple[str, Interval]]] = None) -> Any:
+def check_tune_value(key: str, value: Any, bounds: dict[str, tuple[str, Interval]] | None = None) -> Any:
     """``value`` converted for ``key`` (ints for int keys); ``TuneError`` naming the key and the bound."""
     bounds = bounds if bounds is not None else tune_bounds()
     if key not in bounds:
@@ -139,15 +150,16 @@ def check_tune_value(key: str, value: Any, bounds: Optional[Dict[str, Tuple[str,
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == 'int':
         if not is_number or (isinstance(value, float) and not value.is_integer()):
-            raise TuneError(f"{key}: expected an integer, got {type(value).__name__} {value!r}", 'wrong_type', key,
-                            str(interval))
+            raise TuneError(
+                f'{key}: expected an integer, got {type(value).__name__} {value!r}', 'wrong_type', key, str(interval)
+            )
         value = int(value)
     elif not is_number:
-        raise TuneError(f"{key}: expected a number, got {type(value).__name__} {value!r}", 'wrong_type', key,
-                        str(interval))
+        raise TuneError(
+            f'{key}: expected a number, got {type(value).__name__} {value!r}', 'wrong_type', key, str(interval)
+        )
     if (isinstance(value, float) and math.isnan(value)) or value not in interval:
-        raise TuneError(f'{key} = {value!r} is out of range: must be in {interval}', 'out_of_range', key,
-                        str(interval))
+        raise TuneError(f'{key} = {value!r} is out of range: must be in {interval}', 'out_of_range', key, str(interval))
     return value
 
 
@@ -155,9 +167,10 @@ def check_tune_value(key: str, value: Any, bounds: Optional[Dict[str, Tuple[str,
 class Tunable:
     """How the run reads and changes one key. ``check(value, pending)`` may refuse a value that is in range
     but wrong for this run (``pending``: the other values of the same request); it returns a message."""
+
     getter: Callable[[], Any]
     setter: Callable[[Any], None]
-    check: Optional[Callable[[Any, Mapping[str, Any]], Optional[str]]] = None
+    check: Callable[[Any, Mapping[str, Any]], str | None] | None = None
 
 
 # ---- the state machine ---------------------------------------------------------------------------------
@@ -170,9 +183,13 @@ class RunControl:
     happened; a listener must not block and must not call back into this object's request methods.
     """
 
-    def __init__(self, stuck_seconds: float = 300.0, heartbeat_seconds: float = 0.5,
-                 on_terminate: Optional[Callable[[], Optional[Dict[str, Any]]]] = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        stuck_seconds: float = 300.0,
+        heartbeat_seconds: float = 0.5,
+        on_terminate: Callable[[], dict[str, Any] | None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if isinstance(stuck_seconds, bool) or not isinstance(stuck_seconds, (int, float)) or not stuck_seconds > 0:
             raise ValueError(f'RunControl: stuck_seconds must be a positive number, got {stuck_seconds!r}')
         self.stuck_seconds = float(stuck_seconds)
@@ -183,18 +200,18 @@ class RunControl:
         self._emit_lock = threading.Lock()
         self._state = RUNNING
         self._bounds = tune_bounds()
-        self._tunables: Dict[str, Tunable] = {}
-        self._pending: List[Tuple[int, Dict[str, Any]]] = []
+        self._tunables: dict[str, Tunable] = {}
+        self._pending: list[tuple[int, dict[str, Any]]] = []
         self._has_pending = False  # read without the lock on the training thread's fast path
-        self._results: Dict[int, Dict[str, Any]] = {}
+        self._results: dict[int, dict[str, Any]] = {}
         self._next_ticket = 1
-        self._listeners: List[Callable[[Dict[str, Any]], None]] = []
+        self._listeners: list[Callable[[dict[str, Any]], None]] = []
         # Called at every poll, i.e. every heartbeat_seconds while paused (e.g. to refresh a metric).
-        self.heartbeat_listeners: List[Callable[[], None]] = []
-        self._events: Deque[Dict[str, Any]] = deque(maxlen=50)
-        self._paused_at: Optional[int] = None
-        self._terminate_result: Optional[Dict[str, Any]] = None
-        self._end_reason: Optional[str] = None
+        self.heartbeat_listeners: list[Callable[[], None]] = []
+        self._events: deque[dict[str, Any]] = deque(maxlen=50)
+        self._paused_at: int | None = None
+        self._terminate_result: dict[str, Any] | None = None
+        self._end_reason: str | None = None
         now = clock()
         self.started = now
         self.last_progress = now
@@ -203,26 +220,31 @@ class RunControl:
         self.progressed = False  # True once the loop reported progress
 
     # ---- wiring ----------------------------------------------------------------------------------------
-    def register_tunable(self, key: str, getter: Callable[[], Any], setter: Callable[[Any], None],
-                         check: Optional[Callable[[Any, Mapping[str, Any]], Optional[str]]] = None) -> None:
+    def register_tunable(
+        self,
+        key: str,
+        getter: Callable[[], Any],
+        setter: Callable[[Any], None],
+        check: Callable[[Any, Mapping[str, Any]], str | None] | None = None,
+    ) -> None:
         """Make ``key`` (one of ``TUNE_LIMITS``) changeable in this run."""
         if key not in self._bounds:
             raise ValueError(f"register_tunable: '{key}' has no tune bound; tunable keys are {sorted(self._bounds)}")
         self._tunables[key] = Tunable(getter, setter, check)
 
-    def add_listener(self, listener: Callable[[Dict[str, Any]], None]) -> None:
+    def add_listener(self, listener: Callable[[dict[str, Any]], None]) -> None:
         self._listeners.append(listener)
 
     @property
     def state(self) -> str:
         return self._state
 
-    def getters(self) -> Dict[str, Callable[[], Any]]:
+    def getters(self) -> dict[str, Callable[[], Any]]:
         """``{key: getter}`` of the tunable keys (e.g. for metrics read at scrape time)."""
         return {k: t.getter for k, t in sorted(self._tunables.items())}
 
     @property
-    def tunable_keys(self) -> List[str]:
+    def tunable_keys(self) -> list[str]:
         return sorted(self._tunables)
 
     @property
@@ -233,7 +255,7 @@ class RunControl:
         return str(self._bounds[key][1])
 
     # ---- events ------------------------------------------------------------------------------------------
-    def _emit(self, event: str, **fields: Any) -> Dict[str, Any]:
+    def _emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {'event': event, 'time': self._clock(), 'iteration': self.iteration, 'state': self._state}
         record.update(fields)
         with self._emit_lock:
@@ -242,16 +264,16 @@ class RunControl:
                 listener(record)
         return record
 
-    def record_event(self, event: str, **fields: Any) -> Dict[str, Any]:
+    def record_event(self, event: str, **fields: Any) -> dict[str, Any]:
         """Log an event that changes nothing (e.g. a refused request) to the listeners."""
         return self._emit(event, **fields)
 
-    def recent_events(self, n: int = 20) -> List[Dict[str, Any]]:
+    def recent_events(self, n: int = 20) -> list[dict[str, Any]]:
         with self._emit_lock:
             return list(self._events)[-n:]
 
     # ---- requests (any thread) ---------------------------------------------------------------------------
-    def request_pause(self, wait: float = 0.0, source: str = 'api') -> Dict[str, Any]:
+    def request_pause(self, wait: float = 0.0, source: str = 'api') -> dict[str, Any]:
         """Ask the loop to stop after its in-flight iteration; wait up to ``wait`` s until it has."""
         with self._cond:
             state = self._state
@@ -266,7 +288,7 @@ class RunControl:
         self._wait_for(lambda: self._state != PAUSING, wait)
         return self.summary()
 
-    def request_resume(self, source: str = 'api') -> Dict[str, Any]:
+    def request_resume(self, source: str = 'api') -> dict[str, Any]:
         """Continue a paused (or pausing) run; a running run is left as it is."""
         with self._cond:
             state = self._state
@@ -282,7 +304,7 @@ class RunControl:
             self._emit('resume', source=source, paused_at_iteration=paused_at)
         return self.summary()
 
-    def request_terminate(self, wait: float = 0.0, source: str = 'api') -> Dict[str, Any]:
+    def request_terminate(self, wait: float = 0.0, source: str = 'api') -> dict[str, Any]:
         """Ask the loop to write its final checkpoint and stop; wait up to ``wait`` s until it has."""
         with self._cond:
             state = self._state
@@ -300,19 +322,24 @@ class RunControl:
             out['result'] = dict(self._terminate_result)
         return out
 
-    def validate_tune(self, changes: Any) -> Dict[str, Any]:
+    def validate_tune(self, changes: Any) -> dict[str, Any]:
         """The checked, converted changes; ``TuneError`` listing every problem (nothing is applied then)."""
         if not isinstance(changes, Mapping) or not changes:
             raise TuneError('a tune needs a non-empty object of KEY: VALUE changes', 'invalid')
-        converted: Dict[str, Any] = {}
-        problems: List[Dict[str, Any]] = []
+        converted: dict[str, Any] = {}
+        problems: list[dict[str, Any]] = []
         for raw_key, value in changes.items():
             key = canonical_key(str(raw_key))
             try:
                 converted[key] = check_tune_value(key, value, self._bounds)
                 if key not in self._tunables:
-                    raise TuneError(f"'{key}' cannot be tuned in this run (the policy or pipeline does not use it); "
-                                    f"tunable here: {self.tunable_keys}", 'not_supported', key, self.bound_of(key))
+                    raise TuneError(
+                        f"'{key}' cannot be tuned in this run (the policy or pipeline does not use it); "
+                        f'tunable here: {self.tunable_keys}',
+                        'not_supported',
+                        key,
+                        self.bound_of(key),
+                    )
             except TuneError as err:
                 problems.append({'key': key, 'reason': err.reason, 'bound': err.bound, 'message': err.message})
         if not problems:
@@ -320,15 +347,14 @@ class RunControl:
                 check = self._tunables[key].check
                 message = check(value, converted) if check is not None else None
                 if message:
-                    problems.append({'key': key, 'reason': 'invalid', 'bound': self.bound_of(key),
-                                     'message': message})
+                    problems.append({'key': key, 'reason': 'invalid', 'bound': self.bound_of(key), 'message': message})
         if problems:
             first = problems[0]
             text = '; '.join(p['message'] for p in problems)
             raise TuneError(text, first['reason'], first['key'], first['bound'], problems)
         return converted
 
-    def request_tune(self, changes: Mapping[str, Any], wait: float = 0.0, source: str = 'api') -> Dict[str, Any]:
+    def request_tune(self, changes: Mapping[str, Any], wait: float = 0.0, source: str = 'api') -> dict[str, Any]:
         """Validate ``changes`` now (``TuneError`` on any bad one), apply them before the next iteration.
 
         Waits up to ``wait`` s for the loop to apply them. Returns ``{'ticket', 'applied', 'changes'}``
@@ -337,8 +363,15 @@ class RunControl:
         try:
             converted = self.validate_tune(changes)
         except TuneError as err:
-            self._emit('tune_rejected', source=source, reason=err.reason, key=err.key, bound=err.bound,
-                       message=err.message, requested=_jsonable(changes))
+            self._emit(
+                'tune_rejected',
+                source=source,
+                reason=err.reason,
+                key=err.key,
+                bound=err.bound,
+                message=err.message,
+                requested=_jsonable(changes),
+            )
             raise
         with self._cond:
             state = self._state
@@ -369,7 +402,7 @@ class RunControl:
         self.last_progress = self.last_heartbeat = self._clock()
         self.progressed = True
 
-    def poll(self, iteration: Optional[int] = None) -> str:
+    def poll(self, iteration: int | None = None) -> str:
         """Between iterations, without blocking: apply pending tunes, turn ``pausing`` into ``paused`` and
         ``terminating`` into ``terminated`` (running ``on_terminate``). Returns the state after that."""
         if iteration is not None:
@@ -394,7 +427,7 @@ class RunControl:
             state = self._state
         return state
 
-    def gate(self, iteration: Optional[int] = None) -> bool:
+    def gate(self, iteration: int | None = None) -> bool:
         """Between iterations: True to go on, False to stop (terminated). Blocks while paused, keeping the
         heartbeat fresh and applying tunes sent meanwhile."""
         if iteration is not None:
@@ -417,8 +450,8 @@ class RunControl:
             batch, self._pending = self._pending, []
             self._has_pending = False
         for ticket, changes in batch:
-            applied: Dict[str, Dict[str, Any]] = {}
-            errors: Dict[str, str] = {}
+            applied: dict[str, dict[str, Any]] = {}
+            errors: dict[str, str] = {}
             for key, value in changes.items():
                 tunable = self._tunables[key]
                 try:
@@ -427,7 +460,7 @@ class RunControl:
                     applied[key] = {'old': _jsonable(old), 'new': _jsonable(tunable.getter())}
                 except Exception as exc:  # a failed setter must not stop training; it is reported
                     errors[key] = f'{type(exc).__name__}: {exc}'
-            result: Dict[str, Any] = {'applied': not errors, 'changes': applied, 'iteration': self.iteration}
+            result: dict[str, Any] = {'applied': not errors, 'changes': applied, 'iteration': self.iteration}
             if errors:
                 result['errors'] = errors
             self._emit('tune' if not errors else 'tune_failed', ticket=ticket, changes=applied, errors=errors or None)
@@ -438,7 +471,7 @@ class RunControl:
                 self._cond.notify_all()
 
     def _terminate(self) -> None:
-        result: Dict[str, Any] = {}
+        result: dict[str, Any] = {}
         try:
             if self.on_terminate is not None:
                 result = dict(self.on_terminate() or {})
@@ -461,7 +494,7 @@ class RunControl:
         self._emit('finished', reason=reason)
 
     # ---- reading ---------------------------------------------------------------------------------------
-    def hyperparameters(self) -> Dict[str, Any]:
+    def hyperparameters(self) -> dict[str, Any]:
         out = {}
         for key, tunable in sorted(self._tunables.items()):
             try:
@@ -470,47 +503,56 @@ class RunControl:
                 out[key] = f'<unavailable: {exc}>'
         return out
 
-    def summary(self) -> Dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         return {'state': self._state, 'iteration': self.iteration, 'paused_at_iteration': self._paused_at}
 
-    def status(self) -> Dict[str, Any]:
+    def status(self) -> dict[str, Any]:
         now = self._clock()
         with self._cond:
             pending = [dict(ticket=t, changes=c) for t, c in self._pending]
         out = self.summary()
-        out.update({
-            'last_progress_age_seconds': round(now - self.last_progress, 3),
-            'heartbeat_age_seconds': round(now - self.last_heartbeat, 3),
-            'uptime_seconds': round(now - self.started, 3),
-            'hyperparameters': self.hyperparameters(),
-            'tunable': {k: self.bound_of(k) for k in self.tunable_keys},
-            'pending_tunes': pending,
-            'events': self.recent_events(),
-        })
+        out.update(
+            {
+                'last_progress_age_seconds': round(now - self.last_progress, 3),
+                'heartbeat_age_seconds': round(now - self.last_heartbeat, 3),
+                'uptime_seconds': round(now - self.started, 3),
+                'hyperparameters': self.hyperparameters(),
+                'tunable': {k: self.bound_of(k) for k in self.tunable_keys},
+                'pending_tunes': pending,
+                'events': self.recent_events(),
+            }
+        )
         if self._terminate_result is not None:
             out['terminate_result'] = dict(self._terminate_result)
         if self._end_reason is not None:
             out['end_reason'] = self._end_reason
         return out
 
-    def health(self) -> Tuple[bool, Dict[str, Any]]:
+    def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, body). Healthy while the loop advanced within ``stuck_seconds`` or is paused on purpose."""
         now = self._clock()
         state = self._state
         age = now - self.last_progress
-        body = {'state': state, 'iteration': self.iteration, 'last_progress_age_seconds': round(age, 3),
-                'heartbeat_age_seconds': round(now - self.last_heartbeat, 3), 'bound_seconds': self.stuck_seconds}
+        body = {
+            'state': state,
+            'iteration': self.iteration,
+            'last_progress_age_seconds': round(age, 3),
+            'heartbeat_age_seconds': round(now - self.last_heartbeat, 3),
+            'bound_seconds': self.stuck_seconds,
+        }
         if state == PAUSED:
             return True, dict(body, status='paused', reason=f'paused on request at iteration {self._paused_at}')
         if state in (TERMINATING, TERMINATED, FINISHED):
             return True, dict(body, status=state, reason=f'the run is {state}')
         if age > self.stuck_seconds:
             what = 'no iteration completed' if self.progressed else 'no iteration completed since start'
-            return False, dict(body, status='stuck',
-                               reason=f'{what} for {age:.1f} s (bound {self.stuck_seconds:g} s)')
+            return False, dict(body, status='stuck', reason=f'{what} for {age:.1f} s (bound {self.stuck_seconds:g} s)')
         status = 'ok' if self.progressed else 'starting'
-        return True, dict(body, status=status, reason='the training loop is advancing' if self.progressed
-                          else 'waiting for the first iteration')
+        return True, dict(
+            body,
+            status=status,
+            reason='the training loop is advancing' if self.progressed else 'waiting for the first iteration',
+        )
 
 
 def _jsonable(value: Any) -> Any:
@@ -532,6 +574,21 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-__all__ = ['RunControl', 'RunStateError', 'TuneError', 'Tunable', 'Interval', 'TUNE_LIMITS', 'tune_bounds',
-           'check_tune_value', 'canonical_key', 'STATES', 'RUNNING', 'PAUSING', 'PAUSED', 'TERMINATING',
-           'TERMINATED', 'FINISHED']
+__all__ = [
+    'RunControl',
+    'RunStateError',
+    'TuneError',
+    'Tunable',
+    'Interval',
+    'TUNE_LIMITS',
+    'tune_bounds',
+    'check_tune_value',
+    'canonical_key',
+    'STATES',
+    'RUNNING',
+    'PAUSING',
+    'PAUSED',
+    'TERMINATING',
+    'TERMINATED',
+    'FINISHED',
+]

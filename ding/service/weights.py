@@ -12,6 +12,7 @@ leaves it untouched on any failure.
 
 Nested state dicts (``{'model': {'fc.weight': ...}}``) are stored flat under ``'model/fc.weight'``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,9 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -39,26 +41,29 @@ class WeightsError(Exception):
 
 
 # ---- serialisation -------------------------------------------------------------------------------------
-def flatten_state_dict(state: Mapping[str, Any], prefix: str = '') -> Dict[str, torch.Tensor]:
+def flatten_state_dict(state: Mapping[str, Any], prefix: str = '') -> dict[str, torch.Tensor]:
     """``{'model': {'fc.weight': t}}`` -> ``{'model/fc.weight': t}``; every leaf must be a tensor."""
-    flat: Dict[str, torch.Tensor] = {}
+    flat: dict[str, torch.Tensor] = {}
     for key, value in state.items():
         if not isinstance(key, str) or not key or '/' in key:
-            raise WeightsError(f"weights: key {key!r} under '{prefix or '<root>'}' must be a non-empty string "
-                               f"without '/'")
+            raise WeightsError(
+                f"weights: key {key!r} under '{prefix or '<root>'}' must be a non-empty string without '/'"
+            )
         name = prefix + key
         if isinstance(value, torch.Tensor):
             flat[name] = value
         elif isinstance(value, Mapping):
             flat.update(flatten_state_dict(value, name + '/'))
         else:
-            raise WeightsError(f"weights: value at '{name}' is a {type(value).__name__}; only tensors "
-                               f"(in nested dicts) can be published")
+            raise WeightsError(
+                f"weights: value at '{name}' is a {type(value).__name__}; only tensors "
+                f'(in nested dicts) can be published'
+            )
     return flat
 
 
-def unflatten_state_dict(flat: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
+def unflatten_state_dict(flat: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name, tensor in flat.items():
         node = out
         *parents, leaf = name.split('/')
@@ -74,6 +79,7 @@ def unflatten_state_dict(flat: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
 def serialize_weights(state_dict: Mapping[str, Any], version: int) -> bytes:
     """safetensors bytes of ``state_dict`` (a copy: later updates of the tensors do not show)."""
     import safetensors.torch as st
+
     flat = flatten_state_dict(state_dict)
     storages = set()
     tensors = {}
@@ -94,19 +100,20 @@ def serialize_weights(state_dict: Mapping[str, Any], version: int) -> bytes:
     return st.save(tensors, metadata={'format': FORMAT, 'version': str(int(version))})
 
 
-def deserialize_weights(payload: bytes) -> Tuple[Dict[str, Any], Dict[str, str]]:
+def deserialize_weights(payload: bytes) -> tuple[dict[str, Any], dict[str, str]]:
     """``(state_dict, metadata)`` from safetensors bytes; ``WeightsError`` when they are not valid."""
     import safetensors.torch as st
+
     try:
         flat = st.load(bytes(payload))
         # load() does not return the header metadata; the header (8-byte little-endian length, then JSON)
         # was just validated by load(), so it is read here directly.
-        (n, ) = struct.unpack('<Q', payload[:8])
-        meta = json.loads(payload[8:8 + n]).get('__metadata__') or {}
+        (n,) = struct.unpack('<Q', payload[:8])
+        meta = json.loads(payload[8 : 8 + n]).get('__metadata__') or {}
     except Exception as exc:  # the parser's error classes differ across safetensors versions
         raise WeightsError(f'weights: payload is not a valid safetensors file: {type(exc).__name__}: {exc}') from None
     if meta.get('format') != FORMAT:
-        raise WeightsError(f"weights: payload format is {meta.get('format')!r}, expected {FORMAT!r}")
+        raise WeightsError(f'weights: payload format is {meta.get("format")!r}, expected {FORMAT!r}')
     return unflatten_state_dict(flat), meta
 
 
@@ -118,6 +125,7 @@ def sha256_hex(payload: bytes) -> str:
 @dataclass(frozen=True)
 class PublishedWeights:
     """One published version: the bytes served and what identifies them."""
+
     version: int
     sha256: str
     payload: bytes
@@ -131,9 +139,15 @@ class PublishedWeights:
     def etag(self) -> str:
         return f'"{self.sha256}"'
 
-    def meta(self) -> Dict[str, Any]:
-        return {'version': self.version, 'sha256': self.sha256, 'size': self.size, 'time': self.time,
-                'etag': self.etag, 'format': FORMAT}
+    def meta(self) -> dict[str, Any]:
+        return {
+            'version': self.version,
+            'sha256': self.sha256,
+            'size': self.size,
+            'time': self.time,
+            'etag': self.etag,
+            'format': FORMAT,
+        }
 
 
 class WeightsStore:
@@ -148,18 +162,18 @@ class WeightsStore:
     serialised as often as someone asks for them.
     """
 
-    def __init__(self, latest_version: Optional[Callable[[], int]] = None) -> None:
+    def __init__(self, latest_version: Callable[[], int] | None = None) -> None:
         self._cond = threading.Condition()
-        self._current: Optional[PublishedWeights] = None
-        self._listeners: List[Callable[[bool, Optional[PublishedWeights], Optional[str]], None]] = []
+        self._current: PublishedWeights | None = None
+        self._listeners: list[Callable[[bool, PublishedWeights | None, str | None], None]] = []
         self.failures = 0
         self.latest_version = latest_version
         self.wanted = False  # read by the training thread every iteration, without the lock
 
-    def add_listener(self, listener: Callable[[bool, Optional[PublishedWeights], Optional[str]], None]) -> None:
+    def add_listener(self, listener: Callable[[bool, PublishedWeights | None, str | None], None]) -> None:
         self._listeners.append(listener)
 
-    def publish(self, state_dict: Mapping[str, Any], version: int) -> Optional[PublishedWeights]:
+    def publish(self, state_dict: Mapping[str, Any], version: int) -> PublishedWeights | None:
         """Serialise ``state_dict`` as ``version``; returns it, or None when it could not be serialised."""
         try:
             payload = serialize_weights(state_dict, version)
@@ -178,11 +192,11 @@ class WeightsStore:
             listener(True, published, None)
         return published
 
-    def current(self) -> Optional[PublishedWeights]:
+    def current(self) -> PublishedWeights | None:
         with self._cond:
             return self._current
 
-    def fresh(self, timeout: float) -> Optional[PublishedWeights]:
+    def fresh(self, timeout: float) -> PublishedWeights | None:
         """The current weights, after asking the loop for those of its latest iteration if they are older
         (waits up to ``timeout`` s; a paused or busy loop leaves the stored version)."""
         latest_fn = self.latest_version
@@ -197,7 +211,7 @@ class WeightsStore:
             return self._current
 
 
-def etag_matches(if_none_match: Optional[str], sha256: str) -> bool:
+def etag_matches(if_none_match: str | None, sha256: str) -> bool:
     """Whether an ``If-None-Match`` header names ``sha256`` (quoted or not, weak or not, in a list, or ``*``)."""
     if not if_none_match:
         return False
@@ -215,7 +229,7 @@ def etag_matches(if_none_match: Optional[str], sha256: str) -> bool:
 def check_policy_transport(value: Any, where: str = 'policy_transport') -> str:
     """``'fs'`` or ``'http'``; ``ValueError`` naming ``where`` otherwise."""
     if value not in POLICY_TRANSPORTS:
-        raise ValueError(f"{where} must be one of {list(POLICY_TRANSPORTS)}, got {value!r}")
+        raise ValueError(f'{where} must be one of {list(POLICY_TRANSPORTS)}, got {value!r}')
     return value
 
 
@@ -228,6 +242,7 @@ def normalize_address(address: str) -> str:
     if '://' not in address:
         address = 'http://' + address
     from urllib.parse import urlsplit
+
     parts = urlsplit(address)
     try:
         port = parts.port
@@ -246,21 +261,22 @@ class WeightsClient:
     weights it has.
     """
 
-    def __init__(self, address: str, timeout: float = 10.0, token: Optional[str] = None) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, token: str | None = None) -> None:
         import requests
+
         self.base_url = normalize_address(address)
         self.timeout = float(timeout)
         self._session = requests.Session()
         self._session.trust_env = False  # peers are addressed directly, never through an environment proxy
         if token:
             self._session.headers['Authorization'] = f'Bearer {token}'
-        self.last_error: Optional[str] = None
-        self.last_status: Optional[str] = None
+        self.last_error: str | None = None
+        self.last_status: str | None = None
 
     def close(self) -> None:
         self._session.close()
 
-    def __enter__(self) -> 'WeightsClient':
+    def __enter__(self) -> WeightsClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -270,9 +286,10 @@ class WeightsClient:
         self.last_status, self.last_error = 'error', message
         _LOG.warning('weights: %s', message)
 
-    def meta(self) -> Optional[Dict[str, Any]]:
+    def meta(self) -> dict[str, Any] | None:
         """``/weights/meta`` (version, sha256, size, time), or None on failure (see ``last_error``)."""
         import requests
+
         try:
             response = self._session.get(self.base_url + '/weights/meta', timeout=self.timeout)
             body = response.json()
@@ -280,20 +297,24 @@ class WeightsClient:
             self._fail(f'GET {self.base_url}/weights/meta failed: {exc}')
             return None
         if response.status_code != 200 or not isinstance(body, dict) or not isinstance(body.get('data'), dict):
-            self._fail(f'GET {self.base_url}/weights/meta answered {response.status_code}: '
-                       f'{body.get("message") if isinstance(body, dict) else body!r}')
+            self._fail(
+                f'GET {self.base_url}/weights/meta answered {response.status_code}: '
+                f'{body.get("message") if isinstance(body, dict) else body!r}'
+            )
             return None
         self.last_status, self.last_error = 'ok', None
         return body['data']
 
-    def fetch(self, if_none_match: Optional[str] = None,
-              expected_sha256: Optional[str] = None) -> Optional[Tuple[Dict[str, Any], int, str]]:
+    def fetch(
+        self, if_none_match: str | None = None, expected_sha256: str | None = None
+    ) -> tuple[dict[str, Any], int, str] | None:
         """``(state_dict, version, sha256)`` of the current weights, or None.
 
         None when the server's weights still have sha ``if_none_match`` (HTTP 304) or on any failure
         (unreachable, not published yet, bad headers, sha256 mismatch, malformed payload).
         """
         import requests
+
         url = self.base_url + '/weights/current'
         headers = {'If-None-Match': f'"{if_none_match}"'} if if_none_match else {}
         try:
@@ -335,13 +356,13 @@ class WeightsClient:
             self._fail(f'GET {url}: {exc}')
             return None
         if meta.get('version') != str(version):
-            self._fail(f"GET {url}: payload version {meta.get('version')!r} differs from header {version}")
+            self._fail(f'GET {url}: payload version {meta.get("version")!r} differs from header {version}')
             return None
         self.last_status, self.last_error = 'ok', None
         return state_dict, version, actual
 
 
-def check_compatible(reference: Mapping[str, Any], new: Mapping[str, Any], where: str = '') -> Optional[str]:
+def check_compatible(reference: Mapping[str, Any], new: Mapping[str, Any], where: str = '') -> str | None:
     """Why ``new`` cannot replace ``reference`` (different keys, shapes or dtypes), or None."""
     ref_keys, new_keys = set(reference), set(new)
     if ref_keys != new_keys:
@@ -373,9 +394,9 @@ class WeightsFollower:
     def __init__(self, client: WeightsClient, policy: Any) -> None:
         self.client = client
         self.policy = policy
-        self.version: Optional[int] = None
-        self.sha256: Optional[str] = None
-        self.last_error: Optional[str] = None
+        self.version: int | None = None
+        self.sha256: str | None = None
+        self.last_error: str | None = None
 
     def sync(self) -> bool:
         """True when new weights were loaded."""
@@ -404,7 +425,21 @@ class WeightsFollower:
         return True
 
 
-__all__ = ['WeightsStore', 'PublishedWeights', 'WeightsClient', 'WeightsFollower', 'WeightsError',
-           'serialize_weights', 'deserialize_weights', 'flatten_state_dict', 'unflatten_state_dict', 'etag_matches',
-           'check_compatible', 'check_policy_transport', 'normalize_address', 'HEADER_VERSION', 'HEADER_SHA256',
-           'POLICY_TRANSPORTS']
+__all__ = [
+    'WeightsStore',
+    'PublishedWeights',
+    'WeightsClient',
+    'WeightsFollower',
+    'WeightsError',
+    'serialize_weights',
+    'deserialize_weights',
+    'flatten_state_dict',
+    'unflatten_state_dict',
+    'etag_matches',
+    'check_compatible',
+    'check_policy_transport',
+    'normalize_address',
+    'HEADER_VERSION',
+    'HEADER_SHA256',
+    'POLICY_TRANSPORTS',
+]

@@ -10,12 +10,14 @@ Small networks also pay for Python around each step (torch's profiler/hook wrapp
 grouping) about as much as for the fused update itself; ``Adam`` skips what nothing observes and calls the same
 fused kernel on the same tensors, so the numbers stay torch's bit for bit.
 """
+
 from __future__ import annotations
 
 import inspect
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.optim import optimizer as _optim_impl
@@ -26,7 +28,7 @@ class _DisableWhenCompiling:
 
     def __init__(self, fn: Callable) -> None:
         self._fn = fn
-        self._real: Optional[Callable] = None
+        self._real: Callable | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._real is None:
@@ -46,8 +48,10 @@ def avoid_dynamo_import() -> None:
     if _dynamo_wanted():
         return
     from torch.optim import Optimizer, adam
-    targets = [getattr(Optimizer, name, None) for name in ('add_param_group', 'zero_grad', 'state_dict',
-                                                            'load_state_dict')]
+
+    targets = [
+        getattr(Optimizer, name, None) for name in ('add_param_group', 'zero_grad', 'state_dict', 'load_state_dict')
+    ]
     targets.append(getattr(adam, 'adam', None))
     for wrapper in targets:
         fn = getattr(wrapper, '__wrapped__', None)
@@ -61,18 +65,29 @@ _RAW_ADAM_STEP = inspect.unwrap(torch.optim.Adam.step)
 
 def _observed(opt: torch.optim.Optimizer) -> bool:
     """Step hooks or a running profiler need torch's step wrapper (hook calls, ``record_function`` scopes)."""
-    return bool(opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
-                or _optim_impl._global_optimizer_pre_hooks or _optim_impl._global_optimizer_post_hooks
-                or torch.autograd._profiler_enabled())
+    return bool(
+        opt._optimizer_step_pre_hooks
+        or opt._optimizer_step_post_hooks
+        or _optim_impl._global_optimizer_pre_hooks
+        or _optim_impl._global_optimizer_post_hooks
+        or torch.autograd._profiler_enabled()
+    )
 
 
-def _fused_group_args(opt: torch.optim.Optimizer, group: Dict[str, Any]) -> Optional[Tuple[List[torch.Tensor], ...]]:
+def _fused_group_args(opt: torch.optim.Optimizer, group: dict[str, Any]) -> tuple[list[torch.Tensor], ...] | None:
     """The tensor lists torch's fused Adam hands its kernel for ``group``, or None when this step needs torch's
     general path: first step (state not created yet), a parameter without gradient, a sparse gradient, mixed
     devices / dtypes, amsgrad, tensor hyper-parameters, AMP's grad scaling, capturable / differentiable mode."""
-    if (not group['fused'] or group['amsgrad'] or group['capturable'] or group['differentiable']
-            or group.get('decoupled_weight_decay', False) or isinstance(group['lr'], torch.Tensor)
-            or getattr(opt, 'grad_scale', None) is not None or getattr(opt, 'found_inf', None) is not None):
+    if (
+        not group['fused']
+        or group['amsgrad']
+        or group['capturable']
+        or group['differentiable']
+        or group.get('decoupled_weight_decay', False)
+        or isinstance(group['lr'], torch.Tensor)
+        or getattr(opt, 'grad_scale', None) is not None
+        or getattr(opt, 'found_inf', None) is not None
+    ):
         return None
     params = group['params']
     if not params:
@@ -94,7 +109,7 @@ def _fused_group_args(opt: torch.optim.Optimizer, group: Dict[str, Any]) -> Opti
     return params, grads, exp_avgs, exp_avg_sqs, steps
 
 
-def _adam_step(opt: torch.optim.Optimizer, closure: Optional[Callable[[], Any]]) -> Any:
+def _adam_step(opt: torch.optim.Optimizer, closure: Callable[[], Any] | None) -> Any:
     """torch's eager Adam step. When every group qualifies for the fused kernel, it is called directly with the
     argument lists torch's ``_fused_adam`` would build (single device and dtype, so one kernel call per group,
     parameters in order): the same kernel on the same tensors, hence the same numbers, minus ~50 us of Python
@@ -107,13 +122,27 @@ def _adam_step(opt: torch.optim.Optimizer, closure: Optional[Callable[[], Any]])
     for group, (params, grads, exp_avgs, exp_avg_sqs, steps) in zip(opt.param_groups, args):
         beta1, beta2 = group['betas']
         torch._foreach_add_(steps, 1)
-        torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group['lr'],
-                           beta1=float(beta1), beta2=float(beta2), weight_decay=group['weight_decay'],
-                           eps=group['eps'], maximize=group['maximize'], grad_scale=None, found_inf=None)
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            lr=group['lr'],
+            beta1=float(beta1),
+            beta2=float(beta2),
+            weight_decay=group['weight_decay'],
+            eps=group['eps'],
+            maximize=group['maximize'],
+            grad_scale=None,
+            found_inf=None,
+        )
     return None
 
 
-def _eager_step(self: 'Adam', closure: Optional[Callable[[], Any]] = None) -> Any:
+def _eager_step(self: Adam, closure: Callable[[], Any] | None = None) -> Any:
     if _dynamo_wanted() or self.defaults.get('differentiable', False):
         return _TORCH_ADAM_STEP(self, closure)
     with torch.no_grad():
@@ -122,8 +151,9 @@ def _eager_step(self: 'Adam', closure: Optional[Callable[[], Any]] = None) -> An
 
 # torch.optim.Adam's own step (for the compiler path) without the profiler/hook wrapper torch may have put on it:
 # _HOOKED_STEP already provides that wrapper.
-_TORCH_ADAM_STEP = torch.optim.Adam.step.__wrapped__ if getattr(torch.optim.Adam.step, 'hooked', False) \
-    else torch.optim.Adam.step
+_TORCH_ADAM_STEP = (
+    torch.optim.Adam.step.__wrapped__ if getattr(torch.optim.Adam.step, 'hooked', False) else torch.optim.Adam.step
+)
 # torch's wrapper (profiler scope, optimizer step hooks) around our step, for the steps that need it.
 _HOOKED_STEP = torch.optim.Optimizer.profile_hook_step(_eager_step)
 
@@ -136,7 +166,7 @@ class Adam(torch.optim.Adam):
         avoid_dynamo_import()
         super().__init__(*args, **kwargs)
 
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
         if _observed(self):
             return _HOOKED_STEP(self, closure)
         return _eager_step(self, closure)

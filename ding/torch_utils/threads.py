@@ -1,8 +1,8 @@
 """How many CPU threads torch uses inside one operation."""
+
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import torch
 
@@ -13,7 +13,7 @@ def configure_torch_threads(default: int = 1) -> int:
     RL networks are small: one thread per process is fastest, and with several threads a busy
     machine's cores are fought over (measured: 3 ms vs 33 ms per DQN update on a loaded 2-core box).
     """
-    value: Optional[str] = os.environ.get('DING_TORCH_THREADS')
+    value: str | None = os.environ.get('DING_TORCH_THREADS')
     try:
         threads = int(value) if value else default
     except ValueError:

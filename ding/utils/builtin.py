@@ -1,4 +1,5 @@
 """Importing every built-in component so the registries list them (``ding -q``)."""
+
 import importlib
 
 BUILTIN_MODULES = (

@@ -10,6 +10,7 @@ Layout of one checkpoint ``iteration_100``::
 A data file without its manifest is an incomplete save and is refused. Nothing here unpickles, except
 DI-engine ``.pth.tar`` files, which go through ``torch.load(weights_only=True)`` only.
 """
+
 import datetime
 import hashlib
 import json
@@ -20,11 +21,11 @@ import random
 import re
 import struct
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any
 
 import numpy as np
-import torch
 import safetensors.torch as st
+import torch
 
 from .file_names import MANIFEST_SUFFIX, SUFFIX, manifest_path  # noqa: F401 -- part of this module's API
 
@@ -42,7 +43,7 @@ class CheckpointError(Exception):
 
 
 # ----------------------------------------------------------------------------------------------- paths
-def _data_path(path: Union[str, os.PathLike]) -> str:
+def _data_path(path: str | os.PathLike) -> str:
     path = os.fspath(path)
     return path if path.endswith(SUFFIX) else path + SUFFIX
 
@@ -69,7 +70,7 @@ def _fsync_dir(directory: str) -> None:
 def _write_temp(path: str, data: bytes, durable: bool = True) -> str:
     """Write ``data`` to a fresh temp file beside ``path`` (and fsync it when ``durable``); return the temp path."""
     directory = os.path.dirname(path) or '.'
-    tmp = os.path.join(directory, '.{}.{}.{}.tmp'.format(os.path.basename(path), os.getpid(), os.urandom(4).hex()))
+    tmp = os.path.join(directory, f'.{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp')
     # os.open with 0o666 lets the umask decide permissions, like a plain open() would.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -100,37 +101,40 @@ def _remove_quietly(path: str) -> None:
 #   {"$tuple": [node, ...]}         tuple (torch optimizers keep betas as a tuple)
 #   {"$float": "nan"|"inf"|"-inf"}  non-finite float (plain JSON has no spelling for them)
 
-def _path_str(path: Tuple) -> str:
+
+def _path_str(path: tuple) -> str:
     return '/'.join(str(k) for k in path) if path else '<root>'
 
 
 class _Flattener:
-
     def __init__(self) -> None:
-        self.tensors: Dict[str, torch.Tensor] = {}
-        self._aliases: Dict[tuple, str] = {}
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._aliases: dict[tuple, str] = {}
         self._storages: set = set()
         # Tensors made on the fly (numpy/bytes wrappers, state_dict() results) must outlive the walk, or
         # their freed memory could be reused by a later tensor and wrongly match the alias lookup.
-        self._alive: List[Any] = []
+        self._alive: list[Any] = []
 
-    def _unique_name(self, path: Tuple) -> str:
+    def _unique_name(self, path: tuple) -> str:
         base = _path_str(path)
         name, i = base, 1
         # '__metadata__' is the header's own key in safetensors; '/' inside keys can make two paths
         # collide. The skeleton keeps the true structure, so renaming is harmless.
         while name in self.tensors or name == '__metadata__':
-            name = '{}#{}'.format(base, i)
+            name = f'{base}#{i}'
             i += 1
         return name
 
-    def add_tensor(self, t: torch.Tensor, path: Tuple) -> str:
+    def add_tensor(self, t: torch.Tensor, path: tuple) -> str:
         if t.layout != torch.strided:
-            raise TypeError("checkpoint: sparse/non-strided tensor at key '{}' is not supported; "
-                            "call .to_dense() first".format(_path_str(path)))
+            raise TypeError(
+                f"checkpoint: sparse/non-strided tensor at key '{_path_str(path)}' is not supported; "
+                'call .to_dense() first'
+            )
         if t.dtype not in st._SIZE:
-            raise TypeError("checkpoint: tensor dtype {} at key '{}' cannot be stored in safetensors".format(
-                t.dtype, _path_str(path)))
+            raise TypeError(
+                f"checkpoint: tensor dtype {t.dtype} at key '{_path_str(path)}' cannot be stored in safetensors"
+            )
         if t.numel() == 0:
             # Its own (empty) storage: never 'shared', nothing to alias.
             name = self._unique_name(path)
@@ -157,17 +161,16 @@ class _Flattener:
         self._aliases[alias] = name
         return name
 
-    def key(self, k: Any, path: Tuple) -> Any:
+    def key(self, k: Any, path: tuple) -> Any:
         if k is None or isinstance(k, (bool, int, str)):
             return k
         if isinstance(k, float):
             return self.value(k, path)
         if isinstance(k, tuple):
             return {'$tuple': [self.key(x, path) for x in k]}
-        raise TypeError("checkpoint: unsupported dict key type {} under key '{}'".format(
-            type(k).__name__, _path_str(path)))
+        raise TypeError(f"checkpoint: unsupported dict key type {type(k).__name__} under key '{_path_str(path)}'")
 
-    def value(self, v: Any, path: Tuple) -> Any:
+    def value(self, v: Any, path: tuple) -> Any:
         if v is None or isinstance(v, (bool, int, str)):
             return v
         if isinstance(v, float):
@@ -176,20 +179,19 @@ class _Flattener:
             return {'$tensor': self.add_tensor(v, path)}
         if isinstance(v, dict):
             if all(type(k) is str for k in v):
-                return {'$dict': {k: self.value(x, path + (k, )) for k, x in v.items()}}
-            return {'$items': [[self.key(k, path), self.value(x, path + (k, ))] for k, x in v.items()]}
+                return {'$dict': {k: self.value(x, path + (k,)) for k, x in v.items()}}
+            return {'$items': [[self.key(k, path), self.value(x, path + (k,))] for k, x in v.items()]}
         if isinstance(v, list):
-            return [self.value(x, path + (i, )) for i, x in enumerate(v)]
+            return [self.value(x, path + (i,)) for i, x in enumerate(v)]
         if isinstance(v, tuple):
-            return {'$tuple': [self.value(x, path + (i, )) for i, x in enumerate(v)]}
+            return {'$tuple': [self.value(x, path + (i,)) for i, x in enumerate(v)]}
         if isinstance(v, np.ndarray):
             if v.dtype.hasobject:
-                raise TypeError("checkpoint: numpy object array at key '{}' is not supported".format(_path_str(path)))
+                raise TypeError(f"checkpoint: numpy object array at key '{_path_str(path)}' is not supported")
             try:
                 t = torch.from_numpy(np.ascontiguousarray(v))
             except TypeError as e:
-                raise TypeError("checkpoint: numpy dtype {} at key '{}' is not supported".format(
-                    v.dtype, _path_str(path))) from e
+                raise TypeError(f"checkpoint: numpy dtype {v.dtype} at key '{_path_str(path)}' is not supported") from e
             return {'$ndarray': self.add_tensor(t, path)}
         if isinstance(v, np.generic) and not isinstance(v, (np.str_, np.bytes_, np.void, np.object_)):
             return self.value(v.item(), path)  # numpy scalars come back as python numbers
@@ -198,24 +200,24 @@ class _Flattener:
         state_dict = getattr(v, 'state_dict', None)
         if callable(state_dict):
             return self.value(state_dict(), path)
-        raise TypeError("checkpoint: cannot store value of type {} at key '{}' (tensors, numbers, str, bool, None, "
-                        "dict/list/tuple, numpy arrays, bytes and objects with state_dict() are supported)".format(
-                            type(v).__qualname__, _path_str(path)))
+        raise TypeError(
+            f"checkpoint: cannot store value of type {type(v).__qualname__} at key '{_path_str(path)}' (tensors, numbers, str, bool, None, "
+            'dict/list/tuple, numpy arrays, bytes and objects with state_dict() are supported)'
+        )
 
 
 class _Unflattener:
-
-    def __init__(self, tensors: Dict[str, torch.Tensor], map_location: Any, file: str) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], map_location: Any, file: str) -> None:
         self.tensors = tensors
         self.map_location = map_location
         self.file = file
-        self._moved: Dict[str, torch.Tensor] = {}
+        self._moved: dict[str, torch.Tensor] = {}
 
     def _stored(self, name: str) -> torch.Tensor:
         try:
             return self.tensors[name]
         except (KeyError, TypeError):
-            msg = "checkpoint {}: metadata refers to missing tensor {!r}".format(self.file, name)
+            msg = f'checkpoint {self.file}: metadata refers to missing tensor {name!r}'
             raise CheckpointError(msg) from None
 
     def _tensor(self, name: str) -> torch.Tensor:
@@ -233,8 +235,8 @@ class _Unflattener:
         if not isinstance(n, dict):
             return n
         if len(n) != 1:
-            raise CheckpointError("checkpoint {}: malformed metadata node {!r:.80}".format(self.file, n))
-        (tag, body), = n.items()
+            raise CheckpointError(f'checkpoint {self.file}: malformed metadata node {n!r:.80}')
+        ((tag, body),) = n.items()
         if tag == '$dict':
             return {k: self.node(x) for k, x in body.items()}
         if tag == '$items':
@@ -249,10 +251,10 @@ class _Unflattener:
             return self._stored(body).numpy().tobytes()
         if tag == '$float':
             return float(body)
-        raise CheckpointError("checkpoint {}: unknown metadata tag {!r}".format(self.file, tag))
+        raise CheckpointError(f'checkpoint {self.file}: unknown metadata tag {tag!r}')
 
 
-def _as_int(v: Any) -> Optional[int]:
+def _as_int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, np.integer)):
@@ -269,14 +271,14 @@ def _manifest_text(manifest: dict) -> str:
     lines = []
     for k, v in manifest.items():
         if k == 'tensors' and v:
-            body = ',\n'.join('  {}: {}'.format(json.dumps(n), json.dumps(t)) for n, t in v.items())
-            lines.append(' {}: {{\n{}\n }}'.format(json.dumps(k), body))
+            body = ',\n'.join(f'  {json.dumps(n)}: {json.dumps(t)}' for n, t in v.items())
+            lines.append(f' {json.dumps(k)}: {{\n{body}\n }}')
         else:
-            lines.append(' {}: {}'.format(json.dumps(k), json.dumps(v)))
+            lines.append(f' {json.dumps(k)}: {json.dumps(v)}')
     return '{\n' + ',\n'.join(lines) + '\n}\n'
 
 
-def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str = '', durable: bool = True) -> str:
+def save_checkpoint(path: str | os.PathLike, state: dict, config_hash: str = '', durable: bool = True) -> str:
     """Save ``state`` (nested dict of tensors / python values / objects with ``state_dict()``).
 
     ``'.safetensors'`` is appended to ``path`` when missing; the directory is created. The data file is
@@ -288,7 +290,7 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
     Raises TypeError naming the key path of a value that cannot be stored.
     """
     if not isinstance(state, dict):
-        raise TypeError('checkpoint: state must be a dict, got {}'.format(type(state).__name__))
+        raise TypeError(f'checkpoint: state must be a dict, got {type(state).__name__}')
     final = _data_path(path)
     directory = os.path.dirname(final) or '.'
     os.makedirs(directory, exist_ok=True)
@@ -306,7 +308,7 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
     try:
         meta_json = json.dumps(meta, separators=(',', ':'), allow_nan=False)
     except ValueError as e:  # cannot happen for values _Flattener accepted; keep the message useful anyway
-        raise TypeError('checkpoint {}: metadata is not JSON-serialisable: {}'.format(final, e)) from e
+        raise TypeError(f'checkpoint {final}: metadata is not JSON-serialisable: {e}') from e
     data = st.save(flat.tensors, metadata={META_KEY: meta_json, 'format_version': str(CHECKPOINT_FORMAT_VERSION)})
 
     now = time.time()
@@ -315,13 +317,14 @@ def save_checkpoint(path: Union[str, os.PathLike], state: dict, config_hash: str
         'file': os.path.basename(final),
         'sha256': hashlib.sha256(data).hexdigest(),
         'size_bytes': len(data),
-        'tensors': {k: {'shape': list(t.shape), 'dtype': str(t.dtype).replace('torch.', '')}
-                    for k, t in flat.tensors.items()},
+        'tensors': {
+            k: {'shape': list(t.shape), 'dtype': str(t.dtype).replace('torch.', '')} for k, t in flat.tensors.items()
+        },
         'last_iter': last_iter,
         'last_step': last_step,
         'config_hash': config_hash,
         'wall_time': now,
-        'created': datetime.datetime.fromtimestamp(now, datetime.timezone.utc).isoformat(),
+        'created': datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(),
     }
     mpath = manifest_path(final)
     # Both files are staged (written and fsynced) before either is renamed into place, so a reader polling
@@ -349,7 +352,7 @@ save_file = save_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------- load
-def read_manifest(path: Union[str, os.PathLike]) -> dict:
+def read_manifest(path: str | os.PathLike) -> dict:
     """Return the manifest of a checkpoint (path with or without '.safetensors', or the manifest path)."""
     path = os.fspath(path)
     mpath = manifest_path(path)
@@ -357,68 +360,79 @@ def read_manifest(path: Union[str, os.PathLike]) -> dict:
         with open(mpath, 'rb') as f:
             manifest = json.loads(f.read().decode('utf-8'))
     except FileNotFoundError:
-        raise CheckpointError('checkpoint {}: manifest missing ({} not found); the save was incomplete'.format(
-            _data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path, mpath)) from None
+        raise CheckpointError(
+            f'checkpoint {_data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path}: manifest missing ({mpath} not found); the save was incomplete'
+        ) from None
     except (OSError, ValueError) as e:
-        raise CheckpointError('checkpoint manifest {}: unreadable: {}'.format(mpath, e)) from e
+        raise CheckpointError(f'checkpoint manifest {mpath}: unreadable: {e}') from e
     if not isinstance(manifest, dict) or any(k not in manifest for k in _MANIFEST_FIELDS):
-        raise CheckpointError('checkpoint manifest {}: missing fields (needs {})'.format(
-            mpath, ', '.join(_MANIFEST_FIELDS)))
+        raise CheckpointError(
+            'checkpoint manifest {}: missing fields (needs {})'.format(mpath, ', '.join(_MANIFEST_FIELDS))
+        )
     if not isinstance(manifest['format_version'], int) or manifest['format_version'] > CHECKPOINT_FORMAT_VERSION:
-        raise CheckpointError('checkpoint manifest {}: format_version {!r} is newer than supported ({})'.format(
-            mpath, manifest['format_version'], CHECKPOINT_FORMAT_VERSION))
+        raise CheckpointError(
+            'checkpoint manifest {}: format_version {!r} is newer than supported ({})'.format(
+                mpath, manifest['format_version'], CHECKPOINT_FORMAT_VERSION
+            )
+        )
     return manifest
 
 
-def _read_verified(path: str) -> Tuple[bytes, dict]:
+def _read_verified(path: str) -> tuple[bytes, dict]:
     """Read the data file once and check it against its manifest; returns (bytes, manifest)."""
     manifest = read_manifest(path)
     try:
         with open(path, 'rb') as f:
             data = f.read()
     except FileNotFoundError:
-        raise CheckpointError('checkpoint {}: data file missing (manifest {} exists)'.format(
-            path, manifest_path(path))) from None
+        raise CheckpointError(f'checkpoint {path}: data file missing (manifest {manifest_path(path)} exists)') from None
     except OSError as e:
-        raise CheckpointError('checkpoint {}: cannot read: {}'.format(path, e)) from e
+        raise CheckpointError(f'checkpoint {path}: cannot read: {e}') from e
     if len(data) != manifest['size_bytes']:
         what = 'truncated' if len(data) < manifest['size_bytes'] else 'size mismatch'
-        raise CheckpointError('checkpoint {}: {} ({} bytes on disk, manifest says {})'.format(
-            path, what, len(data), manifest['size_bytes']))
+        raise CheckpointError(
+            'checkpoint {}: {} ({} bytes on disk, manifest says {})'.format(
+                path, what, len(data), manifest['size_bytes']
+            )
+        )
     digest = hashlib.sha256(data).hexdigest()
     if digest != manifest['sha256']:
-        raise CheckpointError('checkpoint {}: sha256 mismatch (file {}, manifest {}); the file is corrupt'.format(
-            path, digest, manifest['sha256']))
+        raise CheckpointError(
+            'checkpoint {}: sha256 mismatch (file {}, manifest {}); the file is corrupt'.format(
+                path, digest, manifest['sha256']
+            )
+        )
     return data, manifest
 
 
 def _header_metadata(data: bytes, path: str) -> dict:
     # safetensors layout: u64 little-endian header length, then a JSON header holding '__metadata__'.
     try:
-        (n, ) = struct.unpack('<Q', data[:8])
-        header = json.loads(data[8:8 + n].decode('utf-8'))
+        (n,) = struct.unpack('<Q', data[:8])
+        header = json.loads(data[8 : 8 + n].decode('utf-8'))
         return header.get('__metadata__') or {}
     except (struct.error, ValueError, AttributeError) as e:
-        raise CheckpointError('checkpoint {}: unreadable safetensors header: {}'.format(path, e)) from e
+        raise CheckpointError(f'checkpoint {path}: unreadable safetensors header: {e}') from e
 
 
 def _load_torch_file(path: str, map_location: Any) -> dict:
     if not os.path.isfile(path):
-        raise CheckpointError('checkpoint {}: file not found'.format(path))
+        raise CheckpointError(f'checkpoint {path}: file not found')
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        raise CheckpointError('checkpoint {}: refused to load: it holds objects other than tensors, numbers, strings '
-                              'and containers (only weights-only loading is allowed): {}'.format(path, e)) from e
+        raise CheckpointError(
+            f'checkpoint {path}: refused to load: it holds objects other than tensors, numbers, strings '
+            f'and containers (only weights-only loading is allowed): {e}'
+        ) from e
     except (RuntimeError, EOFError, OSError, ValueError) as e:
-        raise CheckpointError('checkpoint {}: cannot read torch file (corrupt or truncated?): {}'.format(
-            path, e)) from e
+        raise CheckpointError(f'checkpoint {path}: cannot read torch file (corrupt or truncated?): {e}') from e
     if not isinstance(obj, dict):
-        raise CheckpointError('checkpoint {}: expected a dict, found {}'.format(path, type(obj).__name__))
+        raise CheckpointError(f'checkpoint {path}: expected a dict, found {type(obj).__name__}')
     return obj
 
 
-def load_checkpoint(path: Union[str, os.PathLike], map_location: Any = 'cpu') -> dict:
+def load_checkpoint(path: str | os.PathLike, map_location: Any = 'cpu') -> dict:
     """Load a checkpoint saved by :func:`save_checkpoint` (verified against its manifest), or a DI-engine
     ``.pth.tar``/``.pth``/``.pt`` file (weights-only unpickling). Tensors are moved to ``map_location``.
 
@@ -431,38 +445,41 @@ def load_checkpoint(path: Union[str, os.PathLike], map_location: Any = 'cpu') ->
     data, _ = _read_verified(path)
     meta_json = _header_metadata(data, path).get(META_KEY)
     if meta_json is None:
-        raise CheckpointError('checkpoint {}: no {!r} metadata; not written by ding'.format(path, META_KEY))
+        raise CheckpointError(f'checkpoint {path}: no {META_KEY!r} metadata; not written by ding')
     try:
         meta = json.loads(meta_json)
         tensors = st.load(data)
     except Exception as e:  # the sha matched, so only a foreign/buggy writer gets here
-        raise CheckpointError('checkpoint {}: cannot decode: {}'.format(path, e)) from e
+        raise CheckpointError(f'checkpoint {path}: cannot decode: {e}') from e
     if not isinstance(meta, dict) or 'state' not in meta:
-        raise CheckpointError('checkpoint {}: {!r} metadata has no state'.format(path, META_KEY))
+        raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata has no state')
     if meta.get('format_version', 0) > CHECKPOINT_FORMAT_VERSION:
-        raise CheckpointError('checkpoint {}: format_version {} is newer than supported ({})'.format(
-            path, meta.get('format_version'), CHECKPOINT_FORMAT_VERSION))
+        raise CheckpointError(
+            'checkpoint {}: format_version {} is newer than supported ({})'.format(
+                path, meta.get('format_version'), CHECKPOINT_FORMAT_VERSION
+            )
+        )
     if map_location is not None and torch.device(map_location).type == 'cpu':
         map_location = None  # tensors are already on the host; skip needless .to() calls
     try:
         return _Unflattener(tensors, map_location, path).node(meta['state'])
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # malformed skeleton from a foreign writer
-        raise CheckpointError('checkpoint {}: malformed {!r} metadata: {!r}'.format(path, META_KEY, e)) from e
+        raise CheckpointError(f'checkpoint {path}: malformed {META_KEY!r} metadata: {e!r}') from e
 
 
 read_file = load_checkpoint
 
 
-def verify_checkpoint(path: Union[str, os.PathLike]) -> dict:
+def verify_checkpoint(path: str | os.PathLike) -> dict:
     """Check a checkpoint's size and sha256 against its manifest; returns the manifest or raises CheckpointError."""
     path = os.fspath(path)
     if _is_torch_file(path):
-        raise CheckpointError('checkpoint {}: DI-engine torch files have no manifest; load it to check it'.format(path))
+        raise CheckpointError(f'checkpoint {path}: DI-engine torch files have no manifest; load it to check it')
     return _read_verified(_data_path(path))[1]
 
 
 # ---------------------------------------------------------------------------------------- directories
-def _periodic(directory: str, prefix: str) -> List[Tuple[int, str]]:
+def _periodic(directory: str, prefix: str) -> list[tuple[int, str]]:
     pattern = re.compile(re.escape(prefix) + r'(\d+)' + re.escape(SUFFIX) + '$')
     try:
         names = os.listdir(directory)
@@ -477,12 +494,12 @@ def _periodic(directory: str, prefix: str) -> List[Tuple[int, str]]:
     return found
 
 
-def list_checkpoints(directory: Union[str, os.PathLike], prefix: str = 'iteration_') -> List[str]:
+def list_checkpoints(directory: str | os.PathLike, prefix: str = 'iteration_') -> list[str]:
     """``{prefix}{n}.safetensors`` files in ``directory``, sorted by ``n`` ascending (complete or not)."""
     return [p for _, p in _periodic(os.fspath(directory), prefix)]
 
 
-def latest_valid_checkpoint(directory: Union[str, os.PathLike]) -> Optional[str]:
+def latest_valid_checkpoint(directory: str | os.PathLike) -> str | None:
     """The newest checkpoint in ``directory`` (by manifest last_iter, then mtime) that verifies, or None.
 
     Every ``*.safetensors`` with a readable manifest is a candidate (``ckpt_best`` included); corrupt,
@@ -514,15 +531,15 @@ def latest_valid_checkpoint(directory: Union[str, os.PathLike]) -> Optional[str]
     return None
 
 
-def prune_checkpoints(directory: Union[str, os.PathLike], keep_n: int, prefix: str = 'iteration_') -> List[str]:
+def prune_checkpoints(directory: str | os.PathLike, keep_n: int, prefix: str = 'iteration_') -> list[str]:
     """Delete all but the ``keep_n`` newest ``{prefix}{n}.safetensors`` (by ``n``) and their manifests.
 
     ``ckpt_best*`` files are never touched. Returns the deleted ``.safetensors`` paths.
     """
     if keep_n < 0:
-        raise ValueError('prune_checkpoints: keep_n must be >= 0, got {}'.format(keep_n))
+        raise ValueError(f'prune_checkpoints: keep_n must be >= 0, got {keep_n}')
     found = list_checkpoints(directory, prefix)
-    doomed = found[:max(len(found) - keep_n, 0)] if keep_n else found
+    doomed = found[: max(len(found) - keep_n, 0)] if keep_n else found
     for p in doomed:
         # Manifest first: if we stop half-way the leftover data file reads as incomplete, never as valid.
         for f in (manifest_path(p), p):
@@ -574,7 +591,7 @@ def set_rng_state(state: dict) -> None:
     if state.get('cuda') and torch.cuda.is_available():
         cuda_states = [_to_host(s).to(torch.uint8) for s in state['cuda']]
         # A different GPU count than at save time: restore the devices both runs have.
-        for i, s in enumerate(cuda_states[:torch.cuda.device_count()]):
+        for i, s in enumerate(cuda_states[: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(s, i)
 
 
@@ -595,7 +612,19 @@ def config_hash(cfg: dict) -> str:
 
 
 __all__ = [
-    'CHECKPOINT_FORMAT_VERSION', 'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'read_manifest',
-    'verify_checkpoint', 'manifest_path', 'list_checkpoints', 'latest_valid_checkpoint', 'prune_checkpoints',
-    'get_rng_state', 'set_rng_state', 'config_hash', 'save_file', 'read_file'
+    'CHECKPOINT_FORMAT_VERSION',
+    'CheckpointError',
+    'save_checkpoint',
+    'load_checkpoint',
+    'read_manifest',
+    'verify_checkpoint',
+    'manifest_path',
+    'list_checkpoints',
+    'latest_valid_checkpoint',
+    'prune_checkpoints',
+    'get_rng_state',
+    'set_rng_state',
+    'config_hash',
+    'save_file',
+    'read_file',
 ]

@@ -1,15 +1,16 @@
 """Batch a list of samples into tensors (``default_collate``) and move nested data between devices."""
+
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Any, Iterable, List, Optional
+from typing import Any
 
 import numpy as np
 import torch
 
 
-def default_collate(batch: List[Any], keys: Optional[Iterable[str]] = None) -> Any:
+def default_collate(batch: list[Any], keys: Iterable[str] | None = None) -> Any:
     """Stack a list of samples into one batch.
 
     - tensors -> ``torch.stack`` (new leading batch dim); numpy arrays / numpy scalars -> one ``np.stack`` then a
@@ -21,17 +22,17 @@ def default_collate(batch: List[Any], keys: Optional[Iterable[str]] = None) -> A
     ``keys``: for a list of dicts, collate only these keys (skips bookkeeping fields on hot paths).
     """
     if not isinstance(batch, (list, tuple)):
-        raise TypeError(f"default_collate: expected a list of samples, got {type(batch).__name__}")
+        raise TypeError(f'default_collate: expected a list of samples, got {type(batch).__name__}')
     if len(batch) == 0:
-        raise ValueError("default_collate: empty batch")
+        raise ValueError('default_collate: empty batch')
     if keys is not None:
         if not isinstance(batch[0], Mapping):
-            raise TypeError(f"default_collate(keys=...): samples must be dicts, got {type(batch[0]).__name__}")
+            raise TypeError(f'default_collate(keys=...): samples must be dicts, got {type(batch[0]).__name__}')
         return {k: _collate_field(batch, k) for k in keys}
     return _collate(batch, '')
 
 
-def _collate_field(batch: List[Mapping], key: str) -> Any:
+def _collate_field(batch: list[Mapping], key: str) -> Any:
     try:
         values = [sample[key] for sample in batch]
     except KeyError:
@@ -40,7 +41,7 @@ def _collate_field(batch: List[Mapping], key: str) -> Any:
     return _collate(values, key)
 
 
-def _collate(batch: List[Any], path: str) -> Any:
+def _collate(batch: list[Any], path: str) -> Any:
     elem = batch[0]
     if isinstance(elem, torch.Tensor):
         try:
@@ -79,7 +80,7 @@ def _collate(batch: List[Any], path: str) -> Any:
     return list(batch)
 
 
-def _number_kind(batch: List[Any]) -> Optional[type]:
+def _number_kind(batch: list[Any]) -> type | None:
     """numpy dtype for a list of Python numbers: bool if all bools, int64 if all ints, float32 if all real."""
     elem = batch[0]
     if isinstance(elem, bool):
@@ -106,7 +107,7 @@ def to_device(data: Any, device: Any, ignore_keys: Iterable[str] = ()) -> Any:
     return data
 
 
-def default_decollate(batch: Any) -> List[Any]:
+def default_decollate(batch: Any) -> list[Any]:
     """The inverse of ``default_collate`` for dicts / tensors: split along dim 0 into a list of samples."""
     if isinstance(batch, torch.Tensor):
         return list(batch.unbind(0))
@@ -116,4 +117,4 @@ def default_decollate(batch: Any) -> List[Any]:
         return [{k: v[i] for k, v in parts.items()} for i in range(n)]
     if isinstance(batch, (list, tuple)):
         return list(batch)
-    raise TypeError(f"default_decollate: cannot split a {type(batch).__name__}")
+    raise TypeError(f'default_decollate: cannot split a {type(batch).__name__}')

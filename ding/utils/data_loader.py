@@ -19,6 +19,7 @@ Failures are never swallowed: an exception in ``data_source``, ``collate_fn`` or
 the consumer's next ``next()`` call, with the original traceback text in the message; a worker that
 dies (e.g. killed by a signal) is reported within about a second.
 """
+
 from __future__ import annotations
 
 import collections
@@ -32,7 +33,8 @@ import threading
 import time
 import traceback
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -51,7 +53,7 @@ class _Failure:
 
     def __init__(self, where: str, exc: BaseException) -> None:
         self.where = where
-        self.exc_type: Optional[type] = type(exc)
+        self.exc_type: type | None = type(exc)
         try:
             # The failure crosses a process boundary; a class that does not pickle (e.g. defined inside
             # a function) would make the queue drop the whole message, so fall back to DataLoaderError.
@@ -62,7 +64,7 @@ class _Failure:
         self.tb_text = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
     def make_exception(self) -> BaseException:
-        msg = f"Caught {self.exc_name} in {self.where}.\nOriginal traceback:\n{self.tb_text}"
+        msg = f'Caught {self.exc_name} in {self.where}.\nOriginal traceback:\n{self.tb_text}'
         if self.exc_type is None:
             return DataLoaderError(msg)
         try:
@@ -159,22 +161,22 @@ class _State:
     be garbage-collected (and its finalizer shut everything down) when the user drops it.
     """
 
-    def __init__(self, maxsize: int, refill_at: Optional[int] = None) -> None:
+    def __init__(self, maxsize: int, refill_at: int | None = None) -> None:
         self.out_queue: queue.Queue = queue.Queue(maxsize=maxsize)
         # Once the queue is full the producer waits until at most refill_at batches are left (see
         # AsyncDataLoader); ``refill`` is set by the consumer when that happens.
         self.refill_at = maxsize - 1 if refill_at is None else refill_at
         self.refill = threading.Event()
         self.stop = threading.Event()
-        self.thread: Optional[threading.Thread] = None
+        self.thread: threading.Thread | None = None
         self.ctx: Any = None
         self.job_queue: Any = None
         self.result_queue: Any = None
-        self.workers: List[Any] = []
-        self.oneshots: Dict[int, Any] = {}
+        self.workers: list[Any] = []
+        self.oneshots: dict[int, Any] = {}
         self.lock = threading.Lock()  # guards ``oneshots`` between the producer and shutdown
 
-    def dead_process_error(self) -> Optional[DataLoaderError]:
+    def dead_process_error(self) -> DataLoaderError | None:
         """An error for the first child that died while we still needed it, else None."""
         if self.stop.is_set():
             return None
@@ -187,8 +189,9 @@ class _State:
             # A one-shot process exits by itself after putting its result; only a signal death or
             # a non-zero exit code (the result was never sent) is a failure.
             if p.exitcode is not None and p.exitcode != 0:
-                return DataLoaderError(f'data loader one-shot job process (pid {p.pid}) died unexpectedly '
-                                       f'({_describe_exit(p)})')
+                return DataLoaderError(
+                    f'data loader one-shot job process (pid {p.pid}) died unexpectedly ({_describe_exit(p)})'
+                )
         return None
 
 
@@ -282,9 +285,17 @@ class AsyncDataLoader:
     Use ``close()`` (or ``with AsyncDataLoader(...) as loader:``) to stop everything it started.
     """
 
-    def __init__(self, data_source: Callable[[int], Optional[List[Any]]], batch_size: int, device: Any,
-                 chunk_size: Optional[int] = None, collate_fn: Optional[Callable[[List[Any]], Any]] = None,
-                 num_workers: int = 0, queue_maxsize: int = 2, refill_at: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        data_source: Callable[[int], list[Any] | None],
+        batch_size: int,
+        device: Any,
+        chunk_size: int | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        num_workers: int = 0,
+        queue_maxsize: int = 2,
+        refill_at: int | None = None,
+    ) -> None:
         if not callable(data_source):
             raise TypeError(f'AsyncDataLoader: data_source must be callable, got {type(data_source).__name__}')
         if int(batch_size) < 1:
@@ -296,8 +307,9 @@ class AsyncDataLoader:
         if int(queue_maxsize) < 1:
             raise ValueError(f'AsyncDataLoader: queue_maxsize must be >= 1, got {queue_maxsize}')
         if refill_at is not None and not 0 <= int(refill_at) < int(queue_maxsize):
-            raise ValueError(f'AsyncDataLoader: refill_at must be in [0, queue_maxsize={queue_maxsize}), '
-                             f'got {refill_at}')
+            raise ValueError(
+                f'AsyncDataLoader: refill_at must be in [0, queue_maxsize={queue_maxsize}), got {refill_at}'
+            )
         self.data_source = data_source
         self.batch_size = int(batch_size)
         self.device = str(device)
@@ -306,7 +318,7 @@ class AsyncDataLoader:
             chunk_size = -(-self.batch_size // max(1, self.num_workers))
         self.chunk_size = int(chunk_size)
         self.collate_fn = collate_fn if collate_fn is not None else _identity
-        self._failure: Optional[BaseException] = None
+        self._failure: BaseException | None = None
         self._closed = False
 
         state = _State(int(queue_maxsize), None if refill_at is None else int(refill_at))
@@ -319,20 +331,25 @@ class AsyncDataLoader:
             state.job_queue = state.ctx.Queue()
             state.result_queue = state.ctx.Queue()
             for i in range(self.num_workers):
-                w = state.ctx.Process(target=_worker_loop, args=(state.job_queue, state.result_queue, i, os.getpid()),
-                                      name=f'ding-data-loader-worker-{i}', daemon=True)
+                w = state.ctx.Process(
+                    target=_worker_loop,
+                    args=(state.job_queue, state.result_queue, i, os.getpid()),
+                    name=f'ding-data-loader-worker-{i}',
+                    daemon=True,
+                )
                 w.start()
                 state.workers.append(w)
         device = self.device if self.device.startswith('cuda') else None
         state.thread = threading.Thread(
             target=_produce_loop,
             args=(state, self.data_source, self.batch_size, self.collate_fn, device, self.chunk_size),
-            name='ding-data-loader-producer', daemon=True,
+            name='ding-data-loader-producer',
+            daemon=True,
         )
         state.thread.start()
 
     # ---- consumer side -----------------------------------------------------------------------
-    def __iter__(self) -> 'AsyncDataLoader':
+    def __iter__(self) -> AsyncDataLoader:
         return self
 
     def __next__(self) -> Any:
@@ -341,7 +358,7 @@ class AsyncDataLoader:
         if self._closed:
             raise StopIteration
         state = self._state
-        err: Optional[BaseException] = None
+        err: BaseException | None = None
         while err is None:
             try:
                 item = state.out_queue.get(timeout=_POLL_S)
@@ -374,11 +391,11 @@ class AsyncDataLoader:
         return self._closed
 
     @property
-    def worker_pids(self) -> List[int]:
+    def worker_pids(self) -> list[int]:
         """Pids of the long-lived worker processes (empty in thread mode or after close)."""
         return [w.pid for w in self._state.workers]
 
-    def __enter__(self) -> 'AsyncDataLoader':
+    def __enter__(self) -> AsyncDataLoader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -406,8 +423,8 @@ class _Batch:
 
     def __init__(self, n_chunks: int = 0, ready: Any = None) -> None:
         self.ready = ready  # the samples as they are, when no worker jobs are involved
-        self.chunks: List[Any] = [None] * n_chunks
-        self.pending: Dict[int, int] = {}  # job id -> chunk index
+        self.chunks: list[Any] = [None] * n_chunks
+        self.pending: dict[int, int] = {}  # job id -> chunk index
 
     def samples(self) -> Any:
         if not self.chunks:
@@ -415,16 +432,17 @@ class _Batch:
         return [s for chunk in self.chunks for s in chunk]
 
 
-def _produce_loop(state: _State, data_source: Callable, batch_size: int, collate_fn: Callable,
-                  device: Optional[str], chunk_size: int) -> None:
+def _produce_loop(
+    state: _State, data_source: Callable, batch_size: int, collate_fn: Callable, device: str | None, chunk_size: int
+) -> None:
     """Ask for data, have it run (in workers when it is callables), collate, move, hand to the consumer."""
     where = 'data loader producer thread'
     # With workers, keep enough batches in flight that every worker has a job (a batch of one chunk
     # would otherwise leave the others idle); the output queue bounds what waits beyond that.
     jobs_per_batch = -(-batch_size // chunk_size)
     max_inflight = max(1, -(-len(state.workers) // jobs_per_batch)) if state.workers else 1
-    inflight: 'collections.deque[_Batch]' = collections.deque()
-    owner: Dict[int, _Batch] = {}  # job id -> its batch
+    inflight: collections.deque[_Batch] = collections.deque()
+    owner: dict[int, _Batch] = {}  # job id -> its batch
     job_ids = itertools.count()
     try:
         while not state.stop.is_set():
@@ -460,8 +478,9 @@ def _produce_loop(state: _State, data_source: Callable, batch_size: int, collate
         _put(state, _Failure(where, e))
 
 
-def _start_batch(state: _State, items: Any, chunk_size: int, job_ids: Iterator[int],
-                 owner: Dict[int, _Batch]) -> _Batch:
+def _start_batch(
+    state: _State, items: Any, chunk_size: int, job_ids: Iterator[int], owner: dict[int, _Batch]
+) -> _Batch:
     """Turn what data_source returned into a batch record, submitting worker jobs for callables."""
     if not isinstance(items, (list, tuple)):
         return _Batch(ready=items)  # already one collection (e.g. a dict): collate_fn gets it as it is
@@ -474,7 +493,7 @@ def _start_batch(state: _State, items: Any, chunk_size: int, job_ids: Iterator[i
     err = state.dead_process_error()
     if err is not None:
         raise err
-    chunks = [items[i:i + chunk_size] for i in range(0, len(items), chunk_size)]
+    chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)]
     rec = _Batch(len(chunks))
     for idx, chunk in enumerate(chunks):
         job_id = next(job_ids)
@@ -484,11 +503,17 @@ def _start_batch(state: _State, items: Any, chunk_size: int, job_ids: Iterator[i
             payload = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:
             if state.ctx.get_start_method() != 'fork':
-                raise TypeError(f'data_source returned callables that cannot be pickled ({e}); with the '
-                                f"'{state.ctx.get_start_method()}' start method worker jobs must pickle") from e
+                raise TypeError(
+                    f'data_source returned callables that cannot be pickled ({e}); with the '
+                    f"'{state.ctx.get_start_method()}' start method worker jobs must pickle"
+                ) from e
             # Lambdas / closures: a process forked for this job inherits them, no pickling needed.
-            proc = state.ctx.Process(target=_oneshot_job, args=(job_id, chunk, state.result_queue),
-                                     name=f'ding-data-loader-job-{job_id}', daemon=True)
+            proc = state.ctx.Process(
+                target=_oneshot_job,
+                args=(job_id, chunk, state.result_queue),
+                name=f'ding-data-loader-job-{job_id}',
+                daemon=True,
+            )
             with state.lock:
                 if state.stop.is_set():
                     return rec
@@ -499,7 +524,7 @@ def _start_batch(state: _State, items: Any, chunk_size: int, job_ids: Iterator[i
     return rec
 
 
-def _wait_for(state: _State, rec: _Batch, owner: Dict[int, _Batch]) -> bool:
+def _wait_for(state: _State, rec: _Batch, owner: dict[int, _Batch]) -> bool:
     """Collect worker results until ``rec`` is complete (storing others' on the way). False if stopped."""
     while rec.pending:
         try:
@@ -509,7 +534,7 @@ def _wait_for(state: _State, rec: _Batch, owner: Dict[int, _Batch]) -> bool:
                 return False
             err = state.dead_process_error()
             if err is not None:
-                raise err
+                raise err from None
             continue
         with state.lock:
             proc = state.oneshots.pop(job_id, None)

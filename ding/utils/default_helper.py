@@ -1,9 +1,10 @@
 """Counters, log dicts and seeding."""
+
 from __future__ import annotations
 
 import random
 from numbers import Number
-from typing import Any, Dict
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class LogDict(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, self._plain(value))
 
-    def update(self, other: Dict = (), **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: dict = (), **kwargs: Any) -> None:  # type: ignore[override]
         for k, v in dict(other, **kwargs).items():
             self[k] = v
 
@@ -57,6 +58,7 @@ class LogDict(dict):
 def set_pkg_seed(seed: int, use_cuda: bool = True) -> None:
     """Seed Python's, NumPy's and torch's generators (CUDA too when asked and available)."""
     import torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

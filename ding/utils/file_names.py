@@ -4,16 +4,16 @@ Standard library only, so that the coordinator (which deletes sample files no re
 needs neither numpy nor torch. ``ding.utils.file_transport`` and ``ding.utils.checkpoint`` read and write
 these files.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Tuple, Union
 
 SUFFIX = '.safetensors'
 MANIFEST_SUFFIX = '.manifest.json'
 
 
-def split_data_id(data_id: str) -> Tuple[str, int]:
+def split_data_id(data_id: str) -> tuple[str, int]:
     """``'<file name>#<index>'`` -> ``(file name, index)``; ValueError for anything else, including names
     that would leave the data directory (data ids arrive over the network)."""
     name, sep, index = data_id.rpartition('#')
@@ -22,13 +22,13 @@ def split_data_id(data_id: str) -> Tuple[str, int]:
     return name, int(index)
 
 
-def manifest_path(path: Union[str, os.PathLike]) -> str:
+def manifest_path(path: str | os.PathLike) -> str:
     """``'<dir>/iteration_100[.safetensors]'`` -> ``'<dir>/iteration_100.manifest.json'``."""
     path = os.fspath(path)
     if path.endswith(MANIFEST_SUFFIX):
         return path
     if path.endswith(SUFFIX):
-        path = path[:-len(SUFFIX)]
+        path = path[: -len(SUFFIX)]
     return path + MANIFEST_SUFFIX
 
 

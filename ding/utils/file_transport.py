@@ -4,13 +4,15 @@ Files are checkpoints (safetensors + manifest, see ``ding.utils.checkpoint``): w
 sha256-verified on read, never unpickled. A sample is referenced by a ``data_id`` of the form
 ``'<file name>#<index>'`` relative to ``path_data``.
 """
+
 from __future__ import annotations
 
 import itertools
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,24 +24,25 @@ from .file_names import split_data_id  # noqa: F401 -- part of this module's API
 POLICY_FILE_PREFIX = 'policy_'
 
 
-def _to_columns(samples: List[Dict[str, Any]]) -> Dict[str, Any] | None:
+def _to_columns(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Stack same-shaped tensors key by key: one tensor per key writes and reads far faster than many."""
     keys = samples[0].keys()
     if any(s.keys() != keys for s in samples):
         return None
-    columns: Dict[str, Any] = {}
+    columns: dict[str, Any] = {}
     for key in keys:
         values = [s[key] for s in samples]
         first = values[0]
         if isinstance(first, torch.Tensor) and all(
-                isinstance(v, torch.Tensor) and v.shape == first.shape and v.dtype == first.dtype for v in values):
+            isinstance(v, torch.Tensor) and v.shape == first.shape and v.dtype == first.dtype for v in values
+        ):
             columns[key] = torch.stack(values)
         else:
             columns[key] = values
     return columns
 
 
-def save_samples(path_data: str, file_stem: str, samples: List[Dict[str, Any]]) -> List[str]:
+def save_samples(path_data: str, file_stem: str, samples: list[dict[str, Any]]) -> list[str]:
     """Write ``samples`` as one file named ``file_stem`` in ``path_data``; return one data_id per sample."""
     if not samples:
         return []
@@ -63,11 +66,22 @@ def _tensor_bytes(value: Any) -> int:
 
 
 # Tensor dtypes numpy shares memory with (``Tensor.numpy()``); others (bfloat16...) take the generic path.
-_NUMPY_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                           torch.float32, torch.float64})
+_NUMPY_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    }
+)
 
 
-def _column_array(column: Any) -> Optional[np.ndarray]:
+def _column_array(column: Any) -> np.ndarray | None:
     """A numpy view of a file column for row gathers, or None where only the generic path fits.
 
     A tensor column shares its memory. A list column of python numbers becomes the array ``default_collate``
@@ -99,7 +113,7 @@ def _column_array(column: Any) -> Optional[np.ndarray]:
         return None
 
 
-def _row_columns(arrays: Dict[str, Optional[np.ndarray]], n: int) -> Dict[str, np.ndarray]:
+def _row_columns(arrays: dict[str, np.ndarray | None], n: int) -> dict[str, np.ndarray]:
     """The numpy columns of a file that hold one row per sample, the ones a ``_RowStore`` keeps."""
     return {key: array for key, array in arrays.items() if array is not None and array.ndim and len(array) == n}
 
@@ -110,18 +124,19 @@ class _CachedFile:
 
     __slots__ = ('columns', 'samples', 'n', 'nbytes', '_arrays', 'store', 'base', 'storable')
 
-    def __init__(self, columns: Optional[Dict[str, Any]], samples: Optional[List[Dict[str, Any]]], n: int,
-                 nbytes: int) -> None:
+    def __init__(
+        self, columns: dict[str, Any] | None, samples: list[dict[str, Any]] | None, n: int, nbytes: int
+    ) -> None:
         self.columns = columns
         self.samples = samples
         self.n = n
         self.nbytes = nbytes
-        self._arrays: Optional[Dict[str, Optional[np.ndarray]]] = None
-        self.store: Optional[_RowStore] = None  # set and cleared under SampleReader._lock
+        self._arrays: dict[str, np.ndarray | None] | None = None
+        self.store: _RowStore | None = None  # set and cleared under SampleReader._lock
         self.base = 0  # the store row of this file's first sample
         self.storable = columns is not None  # False once found to have no column a store keeps
 
-    def arrays(self) -> Dict[str, Optional[np.ndarray]]:
+    def arrays(self) -> dict[str, np.ndarray | None]:
         """Numpy views of the columns, built on the first gather (see ``_column_array``)."""
         arrays = self._arrays
         if arrays is None:
@@ -131,8 +146,9 @@ class _CachedFile:
     def made_bytes(self) -> int:
         """Bytes of the arrays built from list columns (views of tensor columns cost nothing more)."""
         columns = self.columns
-        return sum(a.nbytes for k, a in self.arrays().items()
-                   if a is not None and not isinstance(columns[k], torch.Tensor))
+        return sum(
+            a.nbytes for k, a in self.arrays().items() if a is not None and not isinstance(columns[k], torch.Tensor)
+        )
 
 
 class _RowStore:
@@ -144,22 +160,22 @@ class _RowStore:
 
     __slots__ = ('key', 'columns', 'used', 'dead', 'files')
 
-    def __init__(self, key: tuple, row_columns: Dict[str, np.ndarray]) -> None:
+    def __init__(self, key: tuple, row_columns: dict[str, np.ndarray]) -> None:
         self.key = key
-        self.columns = {k: np.empty((0, ) + a.shape[1:], a.dtype) for k, a in row_columns.items()}
+        self.columns = {k: np.empty((0,) + a.shape[1:], a.dtype) for k, a in row_columns.items()}
         self.used = 0  # rows in use, live or dead; beyond them is spare capacity
         self.dead = 0
-        self.files: Dict[_CachedFile, None] = {}  # the live files, in the order of their rows
+        self.files: dict[_CachedFile, None] = {}  # the live files, in the order of their rows
 
     def capacity(self) -> int:
         return len(next(iter(self.columns.values())))
 
-    def add(self, entry: _CachedFile, row_columns: Dict[str, np.ndarray]) -> None:
+    def add(self, entry: _CachedFile, row_columns: dict[str, np.ndarray]) -> None:
         n = entry.n
         if self.used + n > self.capacity():  # doubling: appends cost amortised O(1) per row
             self._move_live_rows(max(2 * self.capacity(), self.used + n))
         for key, column in self.columns.items():
-            column[self.used:self.used + n] = row_columns[key]
+            column[self.used : self.used + n] = row_columns[key]
         entry.store, entry.base = self, self.used
         self.used += n
         self.files[entry] = None
@@ -173,11 +189,11 @@ class _RowStore:
 
     def _move_live_rows(self, capacity: int) -> None:
         """Copy the live files' rows, packed together, into new arrays of ``capacity`` rows."""
-        columns = {k: np.empty((capacity, ) + a.shape[1:], a.dtype) for k, a in self.columns.items()}
+        columns = {k: np.empty((capacity,) + a.shape[1:], a.dtype) for k, a in self.columns.items()}
         used = 0
         for entry in self.files:
             for key, column in columns.items():
-                column[used:used + entry.n] = self.columns[key][entry.base:entry.base + entry.n]
+                column[used : used + entry.n] = self.columns[key][entry.base : entry.base + entry.n]
             entry.base = used
             used += entry.n
         self.columns, self.used, self.dead = columns, used, 0
@@ -195,7 +211,7 @@ def _index_error(name: str, index: int, n: int) -> IndexError:
     return IndexError(f"data_id '{name}#{index}': file holds only {n} samples")
 
 
-def _check_indices(rows: Sequence[Tuple[str, int]], files: Dict[str, _CachedFile]) -> None:
+def _check_indices(rows: Sequence[tuple[str, int]], files: dict[str, _CachedFile]) -> None:
     for name, index in rows:
         if not 0 <= index < files[name].n:
             raise _index_error(name, index, files[name].n)
@@ -213,11 +229,11 @@ class SampleReader:
 
     def __init__(self, path_data: str, cache_files: int = 4096, cache_bytes: int = 256 * 1024 * 1024) -> None:
         self.path_data = path_data
-        self._cache: 'OrderedDict[str, _CachedFile]' = OrderedDict()
+        self._cache: OrderedDict[str, _CachedFile] = OrderedDict()
         self._cache_files = cache_files
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
-        self._stores: Dict[tuple, _RowStore] = {}  # by (layout, the keys it does not store)
+        self._stores: dict[tuple, _RowStore] = {}  # by (layout, the keys it does not store)
         self._lock = threading.Lock()
 
     def _file(self, name: str) -> _CachedFile:
@@ -240,8 +256,9 @@ class SampleReader:
                 self._evict(name)
             self._cache[name] = entry
             self._cached_bytes += entry.nbytes
-            while len(self._cache) > 1 and (len(self._cache) > self._cache_files
-                                            or self._cached_bytes > self._cache_bytes):
+            while len(self._cache) > 1 and (
+                len(self._cache) > self._cache_files or self._cached_bytes > self._cache_bytes
+            ):
                 self._evict(next(iter(self._cache)))
         return entry
 
@@ -274,7 +291,7 @@ class SampleReader:
         """Whether the file ``name`` is in the cache (its reads need no disk access)."""
         return name in self._cache
 
-    def read_file_samples(self, name: str, indices: List[int]) -> List[Optional[Dict[str, Any]]]:
+    def read_file_samples(self, name: str, indices: list[int]) -> list[dict[str, Any] | None]:
         """The samples at ``indices`` of file ``name``, one cache lookup for all of them (a batch's hot path):
         new dicts the caller may add keys to; None for an index beyond the file's samples. Raises
         ``CheckpointError`` like ``read``."""
@@ -290,7 +307,7 @@ class SampleReader:
         """How many samples file ``name`` holds (loading it into the cache); raises ``CheckpointError``."""
         return self._file(name).n
 
-    def gather(self, rows: Sequence[Tuple[str, int]]) -> Optional[Dict[str, Any]]:
+    def gather(self, rows: Sequence[tuple[str, int]]) -> dict[str, Any] | None:
         """The samples at ``rows`` (``(file name, index)`` pairs, indices within their files) as one batch:
         what ``default_collate`` gives for their list of sample dicts, built column by column (no per-sample
         dicts: a batch of a uniform replay buffer touches a different file almost every row).
@@ -306,8 +323,7 @@ class SampleReader:
         which = np.fromiter(map(dict(zip(unique, range(len(unique)))).__getitem__, names), np.intp, len(names))
         return self.gather_indexed(unique, which, indices)
 
-    def gather_indexed(self, unique: Sequence[str], which: np.ndarray,
-                       indices: Sequence[int]) -> Optional[Dict[str, Any]]:
+    def gather_indexed(self, unique: Sequence[str], which: np.ndarray, indices: Sequence[int]) -> dict[str, Any] | None:
         """``gather`` of the rows ``(unique[which[j]], indices[j])``: ``unique`` the distinct file names,
         ``which`` each row's position in it (an integer array), for a caller that has its rows in this form."""
         if not len(which):
@@ -326,7 +342,7 @@ class SampleReader:
             batch = {}
         return self._collate_columns(rows, files, batch)
 
-    def _entries(self, names: List[str]) -> List[_CachedFile]:
+    def _entries(self, names: list[str]) -> list[_CachedFile]:
         """The cached files ``names`` (loading the missing ones), marked used: ``_file`` for each, with one
         lock acquisition for the usual batch of cached files."""
         with self._lock:
@@ -336,8 +352,9 @@ class SampleReader:
                     self._cache.move_to_end(name)
         return [entry if entry is not None else self._file(name) for name, entry in zip(names, entries)]
 
-    def _gather_stored(self, where: np.ndarray, indices: Sequence[int], unique: List[str],
-                       entries: List[_CachedFile]) -> Optional[Dict[str, torch.Tensor]]:
+    def _gather_stored(
+        self, where: np.ndarray, indices: Sequence[int], unique: list[str], entries: list[_CachedFile]
+    ) -> dict[str, torch.Tensor] | None:
         """The stored columns of the batch when all its files are in one row store (storing new files in
         theirs first), else None; ``where``: each row's file, as a position in ``unique``. Raises
         ``IndexError`` for an index beyond its file."""
@@ -354,8 +371,9 @@ class SampleReader:
         # Outside the lock: appends write beyond these rows and a rebuild makes new arrays.
         return {key: torch.from_numpy(column.take(store_rows, axis=0)) for key, column in columns.items()}
 
-    def _store_rows(self, unique: List[str], index_array: np.ndarray, where: np.ndarray,
-                    entries: List[_CachedFile]) -> Optional[Tuple[Dict[str, np.ndarray], np.ndarray]]:
+    def _store_rows(
+        self, unique: list[str], index_array: np.ndarray, where: np.ndarray, entries: list[_CachedFile]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
         """``(the store's columns, the batch's rows in them)`` if every file is in one store, else None;
         ``where`` is each row's file, as a position in ``entries``. Under the lock: evictions and rebuilds
         move stored rows."""
@@ -371,7 +389,7 @@ class SampleReader:
             bases = np.array([entry.base for entry in entries])[where]
             return store.columns, bases + index_array
 
-    def _store_new(self, unique: List[str], entries: List[_CachedFile]) -> None:
+    def _store_new(self, unique: list[str], entries: list[_CachedFile]) -> None:
         for name, entry in zip(unique, entries):
             if entry.store is None and entry.storable:
                 self._store(name, entry)
@@ -398,8 +416,9 @@ class SampleReader:
                 stored_bytes = 0
             self._grow_locked(name, entry, stored_bytes + made_bytes)
 
-    def _collate_columns(self, rows: Sequence[Tuple[str, int]], files: Dict[str, _CachedFile],
-                         batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _collate_columns(
+        self, rows: Sequence[tuple[str, int]], files: dict[str, _CachedFile], batch: dict[str, Any]
+    ) -> dict[str, Any] | None:
         """Add the columns not yet in ``batch`` (files all with the same keys, indices checked); None when
         some column does not collate."""
         keys = [key for key in files[rows[0][0]].columns if key not in batch]
@@ -417,7 +436,7 @@ class SampleReader:
                         ref = None
                         break
             if ref is not None:
-                out = np.empty((len(rows), ) + shape, dtype=dtype)
+                out = np.empty((len(rows),) + shape, dtype=dtype)
                 for j, (name, index) in enumerate(rows):
                     out[j] = file_arrays[name][key][index]
                 batch[key] = torch.from_numpy(out)
@@ -429,7 +448,7 @@ class SampleReader:
                 return None
         return batch
 
-    def read(self, data_id: str) -> Dict[str, Any]:
+    def read(self, data_id: str) -> dict[str, Any]:
         """Return the sample; raises ``CheckpointError`` (missing / corrupt file) or ``ValueError`` (bad id)."""
         name, index = split_data_id(data_id)
         entry = self._file(name)
@@ -440,15 +459,18 @@ class SampleReader:
         return entry.samples[index]
 
 
-def save_policy(path_policy: str, name: str, state_dict: Dict[str, Any], policy_iter: int) -> str:
+def save_policy(path_policy: str, name: str, state_dict: dict[str, Any], policy_iter: int) -> str:
     """Publish weights as ``{path_policy}/{name}.safetensors``; readers see the old or the new file, never half.
     Not fsynced: the file is replaced every fraction of a second, and the learner re-publishes after a restart."""
     os.makedirs(path_policy, exist_ok=True)
-    return save_checkpoint(os.path.join(path_policy, name), {'model': state_dict, 'policy_iter': policy_iter,
-                                                             'last_iter': policy_iter}, durable=False)
+    return save_checkpoint(
+        os.path.join(path_policy, name),
+        {'model': state_dict, 'policy_iter': policy_iter, 'last_iter': policy_iter},
+        durable=False,
+    )
 
 
-def load_policy(path: str) -> Tuple[Dict[str, Any], int]:
+def load_policy(path: str) -> tuple[dict[str, Any], int]:
     """Return ``(model_state_dict, policy_iter)``; raises ``CheckpointError`` naming the file when bad."""
     state = load_checkpoint(path)
     return state['model'], int(state.get('policy_iter', state.get('last_iter', 0)))
@@ -462,5 +484,12 @@ def unique_stem(prefix: str) -> str:
     return f'{prefix}_{os.getpid()}_{next(_counter)}'
 
 
-__all__ = ['save_samples', 'SampleReader', 'split_data_id', 'save_policy', 'load_policy', 'unique_stem',
-           'CheckpointError']
+__all__ = [
+    'save_samples',
+    'SampleReader',
+    'split_data_id',
+    'save_policy',
+    'load_policy',
+    'unique_stem',
+    'CheckpointError',
+]

@@ -1,9 +1,11 @@
 """Packages whose public names load on first use (so that importing the package stays cheap)."""
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from importlib import import_module
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:

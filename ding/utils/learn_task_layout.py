@@ -6,6 +6,7 @@ metadata ``fields`` it reads. Each batch of the learn task is then one dict of c
 encode and decode, and the learner builds one tensor per column. Standard library only (the coordinator
 imports neither numpy nor torch for it).
 """
+
 COLUMNS_LAYOUT = 'columns'
 # What a metadata column may hold: JSON scalars (None for a sample that lacks the field)
 JSON_SCALAR_TYPES = frozenset((str, int, float, bool, type(None)))

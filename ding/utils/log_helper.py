@@ -1,14 +1,16 @@
 """Text loggers and the tensorboard writer a component gets from ``build_logger``."""
+
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any
 
 
-def build_logger(path: str, name: Optional[str] = None, need_tb: bool = True,
-                 to_console: bool = True) -> Tuple[logging.Logger, Optional[Any]]:
+def build_logger(
+    path: str, name: str | None = None, need_tb: bool = True, to_console: bool = True
+) -> tuple[logging.Logger, Any | None]:
     """Return ``(text_logger, tb_writer)``.
 
     The text logger writes ``{path}/{name}_logger.txt`` (and the console unless ``to_console`` is
@@ -38,6 +40,7 @@ def summary_writer_cls() -> type:
     """The tensorboard writer class components use: ``ding.utils.tb_writer.SummaryWriter`` (scalars written
     without importing tensorboardX; other ``add_*`` calls are handed to a tensorboardX writer)."""
     from .tb_writer import SummaryWriter
+
     return SummaryWriter
 
 
@@ -48,13 +51,15 @@ def tensorboardx_writer_cls() -> type:
     never writes; hiding boto3 during that import saves ~0.2 s of every run's start-up.
     """
     import sys
+
     if 'tensorboardX' not in sys.modules and 'boto3' not in sys.modules:
         sys.modules['boto3'] = None  # makes `import boto3` raise ImportError inside tensorboardX
         try:
-            import tensorboardX
+            pass
         finally:
             del sys.modules['boto3']
     from tensorboardX import SummaryWriter as writer_cls
+
     return writer_cls
 
 

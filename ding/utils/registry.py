@@ -1,9 +1,11 @@
 """Name -> class/function registries used to build components from config ``type`` strings."""
+
 from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 class Registry(dict):
@@ -17,8 +19,9 @@ class Registry(dict):
         super().__init__()
         self.name = name
 
-    def register(self, module_name: Optional[str] = None, module: Optional[Callable] = None,
-                 force_overwrite: bool = False) -> Callable:
+    def register(
+        self, module_name: str | None = None, module: Callable | None = None, force_overwrite: bool = False
+    ) -> Callable:
         if module is not None:
             self._add(module_name or module.__name__, module, force_overwrite)
             return module
@@ -33,8 +36,9 @@ class Registry(dict):
         existing = self.get(key)
         if existing is not None and existing is not module and not force_overwrite:
             # Re-importing the same module (e.g. under a different path) re-registers an equal class.
-            same = getattr(existing, '__qualname__', None) == getattr(module, '__qualname__', None) \
-                and getattr(existing, '__module__', None) == getattr(module, '__module__', None)
+            same = getattr(existing, '__qualname__', None) == getattr(module, '__qualname__', None) and getattr(
+                existing, '__module__', None
+            ) == getattr(module, '__module__', None)
             if not same:
                 raise KeyError(f"{self.name} registry: '{key}' is already registered to {existing!r}")
         self[key] = module
@@ -44,21 +48,23 @@ class Registry(dict):
         if type_name not in self:
             known = sorted(self.keys())
             close = difflib.get_close_matches(str(type_name), known, n=3)
-            hint = f"; did you mean {close}?" if close else ''
+            hint = f'; did you mean {close}?' if close else ''
             raise KeyError(f"{self.name} registry: unknown type '{type_name}'{hint} Known types: {known}")
         return self[type_name]
 
     def build(self, type_name: str, *args: Any, **kwargs: Any) -> Any:
         return self.get_cls(type_name)(*args, **kwargs)
 
-    def query(self) -> List[str]:
+    def query(self) -> list[str]:
         return sorted(self.keys())
 
-    def query_details(self) -> Dict[str, str]:
-        return {k: f"{getattr(v, '__module__', '?')}.{getattr(v, '__qualname__', repr(v))}" for k, v in sorted(self.items())}
+    def query_details(self) -> dict[str, str]:
+        return {
+            k: f'{getattr(v, "__module__", "?")}.{getattr(v, "__qualname__", repr(v))}' for k, v in sorted(self.items())
+        }
 
     def __repr__(self) -> str:
-        return f"Registry({self.name!r}, {self.query()})"
+        return f'Registry({self.name!r}, {self.query()})'
 
 
 def import_module(modules: Iterable[str]) -> None:
@@ -81,11 +87,21 @@ COMM_COLLECTOR_REGISTRY = Registry('comm_collector')
 COMMANDER_REGISTRY = Registry('commander')
 LEARNER_HOOK_REGISTRY = Registry('learner_hook')
 
-REGISTRIES: Dict[str, Registry] = {
+REGISTRIES: dict[str, Registry] = {
     r.name: r
     for r in (
-        LEARNER_REGISTRY, POLICY_REGISTRY, MODEL_REGISTRY, ENV_REGISTRY, ENV_MANAGER_REGISTRY, BUFFER_REGISTRY,
-        SERIAL_COLLECTOR_REGISTRY, PARALLEL_COLLECTOR_REGISTRY, SERIAL_EVALUATOR_REGISTRY, COMM_LEARNER_REGISTRY,
-        COMM_COLLECTOR_REGISTRY, COMMANDER_REGISTRY, LEARNER_HOOK_REGISTRY
+        LEARNER_REGISTRY,
+        POLICY_REGISTRY,
+        MODEL_REGISTRY,
+        ENV_REGISTRY,
+        ENV_MANAGER_REGISTRY,
+        BUFFER_REGISTRY,
+        SERIAL_COLLECTOR_REGISTRY,
+        PARALLEL_COLLECTOR_REGISTRY,
+        SERIAL_EVALUATOR_REGISTRY,
+        COMM_LEARNER_REGISTRY,
+        COMM_COLLECTOR_REGISTRY,
+        COMMANDER_REGISTRY,
+        LEARNER_HOOK_REGISTRY,
     )
 }

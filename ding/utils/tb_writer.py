@@ -7,6 +7,7 @@ closed. This writer encodes the two message types a scalar needs by hand (the la
 ``flush()`` put everything on disk. Other ``add_*`` calls (histograms, ``add_scalars``, images, ...) create a
 tensorboardX ``SummaryWriter`` on the same directory on first use; TensorBoard reads every event file there.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 
 def _crc32c_table() -> tuple:
@@ -58,8 +59,9 @@ def _length_delimited(field: int, payload: bytes) -> bytes:
     return _varint(field << 3 | 2) + _varint(len(payload)) + payload
 
 
-def encode_event(wall_time: float, step: int = 0, file_version: Optional[str] = None,
-                 summary: Optional[bytes] = None) -> bytes:
+def encode_event(
+    wall_time: float, step: int = 0, file_version: str | None = None, summary: bytes | None = None
+) -> bytes:
     """An ``Event``: wall_time (1, double), step (2, int64), file_version (3, string), summary (5)."""
     out = b'\x09' + struct.pack('<d', wall_time)
     if step:
@@ -95,12 +97,14 @@ class SummaryWriter:
         self._delegate: Any = None
         self._write(encode_event(time.time(), file_version='brain.Event:2'))
 
-    def add_scalar(self, tag: str, scalar_value: Any, global_step: Optional[int] = None,
-                   walltime: Optional[float] = None, **_: Any) -> None:
+    def add_scalar(
+        self, tag: str, scalar_value: Any, global_step: int | None = None, walltime: float | None = None, **_: Any
+    ) -> None:
         value = float(scalar_value.item() if hasattr(scalar_value, 'item') else scalar_value)
         step = int(global_step) if global_step is not None else 0
-        self._write(encode_event(time.time() if walltime is None else walltime, step,
-                                 summary=encode_scalar_summary(tag, value)))
+        self._write(
+            encode_event(time.time() if walltime is None else walltime, step, summary=encode_scalar_summary(tag, value))
+        )
 
     def _write(self, record: bytes) -> None:
         header = struct.pack('<Q', len(record))
@@ -135,10 +139,11 @@ class SummaryWriter:
             raise AttributeError(name)
         if self._delegate is None:
             from .log_helper import tensorboardx_writer_cls
+
             self._delegate = tensorboardx_writer_cls()(self.logdir)
         return getattr(self._delegate, name)
 
-    def __enter__(self) -> 'SummaryWriter':
+    def __enter__(self) -> SummaryWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

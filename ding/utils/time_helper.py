@@ -1,4 +1,5 @@
 """Small timing helpers."""
+
 from __future__ import annotations
 
 import time
@@ -11,7 +12,7 @@ class EasyTimer:
         self.value = 0.0
         self._start = 0.0
 
-    def __enter__(self) -> 'EasyTimer':
+    def __enter__(self) -> EasyTimer:
         self._start = time.perf_counter()
         return self
 

@@ -1,5 +1,6 @@
 """Workers: learner, collectors, evaluator, replay buffers, coordinator. Names resolve lazily so that
 the serial path never imports the HTTP side (Flask) and ``import ding.worker`` stays cheap."""
+
 from ding.utils.lazy_import import lazy_exports
 
 _EXPORTS = {

@@ -2,13 +2,21 @@
 
 Each has what compile_config relies on: a class-level ``config`` dict and ``default_config()``.
 """
+
 import copy
 
 from easydict import EasyDict
 
-from ding.utils.registry import (BUFFER_REGISTRY, COMMANDER_REGISTRY, ENV_MANAGER_REGISTRY, ENV_REGISTRY,
-                                 LEARNER_REGISTRY, POLICY_REGISTRY, SERIAL_COLLECTOR_REGISTRY,
-                                 SERIAL_EVALUATOR_REGISTRY)
+from ding.utils.registry import (
+    BUFFER_REGISTRY,
+    COMMANDER_REGISTRY,
+    ENV_MANAGER_REGISTRY,
+    ENV_REGISTRY,
+    LEARNER_REGISTRY,
+    POLICY_REGISTRY,
+    SERIAL_COLLECTOR_REGISTRY,
+    SERIAL_EVALUATOR_REGISTRY,
+)
 
 
 class Configurable:
@@ -41,8 +49,7 @@ class ToyDQNPolicy(Configurable):
         discount_factor=0.99,
         nstep=1,
         model=dict(),
-        learn=dict(update_per_collect=3, batch_size=64, learning_rate=0.001, target_update_freq=100,
-                   ignore_done=False),
+        learn=dict(update_per_collect=3, batch_size=64, learning_rate=0.001, target_update_freq=100, ignore_done=False),
         collect=dict(n_sample=8, unroll_len=1),
         eval=dict(),
         other=dict(
@@ -59,10 +66,17 @@ class ToyPPOPolicy(Configurable):
         cuda=False,
         on_policy=True,
         model=dict(),
-        learn=dict(epoch_per_collect=2, batch_size=64, learning_rate=3e-4, value_weight=0.5, entropy_weight=0.01,
-                   clip_ratio=0.2),
-        collect=dict(n_sample=128, unroll_len=1, discount_factor=0.99, gae_lambda=0.95,
-                     collector=dict(type='cfgtest_episode')),
+        learn=dict(
+            epoch_per_collect=2,
+            batch_size=64,
+            learning_rate=3e-4,
+            value_weight=0.5,
+            entropy_weight=0.01,
+            clip_ratio=0.2,
+        ),
+        collect=dict(
+            n_sample=128, unroll_len=1, discount_factor=0.99, gae_lambda=0.95, collector=dict(type='cfgtest_episode')
+        ),
         eval=dict(),
         other=dict(),
     )
@@ -70,8 +84,11 @@ class ToyPPOPolicy(Configurable):
 
 @LEARNER_REGISTRY.register('cfgtest_learner')
 class ToyLearner(Configurable):
-    config = dict(train_iterations=int(1e9), dataloader=dict(num_workers=0),
-                  hook=dict(save_ckpt_after_iter=1000, log_show_after_iter=100, load_ckpt_before_run=''))
+    config = dict(
+        train_iterations=int(1e9),
+        dataloader=dict(num_workers=0),
+        hook=dict(save_ckpt_after_iter=1000, log_show_after_iter=100, load_ckpt_before_run=''),
+    )
 
 
 @SERIAL_COLLECTOR_REGISTRY.register('cfgtest_sample')

@@ -1,4 +1,5 @@
 """compile_config: component defaults merged under the user's config, validated, saved, read back."""
+
 import copy
 import importlib.util
 import logging
@@ -6,11 +7,18 @@ import os
 import textwrap
 
 import pytest
+from config_toy_components import (
+    TOY_CREATE,
+    ToyBuffer,
+    ToyDQNPolicy,
+    ToyEnvManager,
+    ToyEvaluator,
+    ToyLearner,
+    ToySampleCollector,
+    toy_main,
+)
 
 from ding.config import ConfigError, compile_config, read_config
-
-from config_toy_components import (TOY_CREATE, ToyBuffer, ToyDQNPolicy, ToyEnvManager, ToyEvaluator, ToyLearner,
-                                   ToySampleCollector, toy_main)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,7 +40,9 @@ def test_auto_places_every_default_under_the_users_values():
     assert cfg.policy.model.encoder_hidden_size_list == [32, 32]
     # component sections
     assert cfg.policy.learn.learner.hook.save_ckpt_after_iter == 1000
-    assert cfg.policy.collect.collector.type == 'cfgtest_sample' and cfg.policy.collect.collector.collect_print_freq == 100
+    assert (
+        cfg.policy.collect.collector.type == 'cfgtest_sample' and cfg.policy.collect.collector.collect_print_freq == 100
+    )
     assert cfg.policy.eval.evaluator.eval_freq == 50
     assert cfg.policy.other.replay_buffer.type == 'cfgtest_buffer'
     assert cfg.policy.other.replay_buffer.replay_buffer_size == 2000  # user > policy default (10000) > buffer (4096)
@@ -58,7 +68,8 @@ def test_auto_defaults_for_collector_buffer_and_exp_name():
 
 
 def test_import_names_are_imported_before_lookup(tmp_path, monkeypatch):
-    (tmp_path / 'cfgtest_plugin_env.py').write_text(textwrap.dedent('''
+    (tmp_path / 'cfgtest_plugin_env.py').write_text(
+        textwrap.dedent("""
         from ding.utils.registry import ENV_REGISTRY
 
         @ENV_REGISTRY.register('cfgtest_plugin')
@@ -66,7 +77,8 @@ def test_import_names_are_imported_before_lookup(tmp_path, monkeypatch):
             @classmethod
             def default_config(cls):
                 return dict(difficulty=3)
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(__import__('sys').modules, 'cfgtest_plugin_env', raising=False)
     create = dict(TOY_CREATE, env=dict(type='cfgtest_plugin', import_names=['cfgtest_plugin_env']))
@@ -86,16 +98,25 @@ def test_unknown_type_in_create_config_is_a_clear_error():
 
 
 def test_manual_mode_uses_the_classes_passed_in():
-    cfg = compile_config(toy_main(), env_manager=ToyEnvManager, policy=ToyDQNPolicy, learner=ToyLearner,
-                         collector=ToySampleCollector, evaluator=ToyEvaluator, buffer=ToyBuffer, save_cfg=False)
+    cfg = compile_config(
+        toy_main(),
+        env_manager=ToyEnvManager,
+        policy=ToyDQNPolicy,
+        learner=ToyLearner,
+        collector=ToySampleCollector,
+        evaluator=ToyEvaluator,
+        buffer=ToyBuffer,
+        save_cfg=False,
+    )
     assert cfg.env.manager.max_retry == 2 and cfg.env.manager.type == 'cfgtest_manager'  # type from the registry
     assert cfg.policy.learn.learner.dataloader.num_workers == 0
     assert cfg.policy.collect.collector.deepcopy_obs is False
     assert cfg.policy.eval.evaluator.stop_value == 195  # env.stop_value wins over the evaluator default
     assert cfg.policy.other.replay_buffer.max_use == float('inf')
     # no evaluator: no evaluator defaults and no propagation
-    cfg = compile_config(toy_main(), env_manager=ToyEnvManager, policy=ToyDQNPolicy, learner=ToyLearner,
-                         evaluator=None, save_cfg=False)
+    cfg = compile_config(
+        toy_main(), env_manager=ToyEnvManager, policy=ToyDQNPolicy, learner=ToyLearner, evaluator=None, save_cfg=False
+    )
     assert cfg.policy.eval.evaluator == {'eval_freq': 50}
 
 
@@ -108,10 +129,18 @@ def test_reward_model_defaults_and_cuda(caplog):
     main = toy_main(cuda=True)
     main['reward_model'] = dict(batch_size=16)
     with caplog.at_level(logging.WARNING, logger='ding.config'):
-        cfg = compile_config(main, env_manager=ToyEnvManager, policy=ToyDQNPolicy, learner=ToyLearner,
-                             evaluator=ToyEvaluator, reward_model=ToyRewardModel, save_cfg=False)
+        cfg = compile_config(
+            main,
+            env_manager=ToyEnvManager,
+            policy=ToyDQNPolicy,
+            learner=ToyLearner,
+            evaluator=ToyEvaluator,
+            reward_model=ToyRewardModel,
+            save_cfg=False,
+        )
     assert cfg.reward_model == {'update_per_collect': 10, 'batch_size': 16, 'cuda': True}
     import torch
+
     assert ('no CUDA device' in caplog.text) == (not torch.cuda.is_available())
 
 
@@ -146,6 +175,7 @@ def test_saved_config_reads_back_and_recompiles_to_the_same(tmp_path, monkeypatc
 def test_saved_create_config_drops_the_command_suffix(tmp_path, monkeypatch):
     # serial pipelines compile with policy type '<name>_command'; the file must hold '<name>'
     from ding.utils.registry import POLICY_REGISTRY
+
     POLICY_REGISTRY.register('cfgtest_dqn_command', ToyDQNPolicy)
     monkeypatch.chdir(tmp_path)
     create = dict(TOY_CREATE, policy=dict(type='cfgtest_dqn_command'))
@@ -172,9 +202,12 @@ def test_existing_experiment_directory_is_renewed(tmp_path, monkeypatch, caplog)
 
 # ---- the real components, once they have landed -----------------------------------------------------
 REAL_MODULES = [
-    'ding.envs.env_manager.base_env_manager', 'ding.worker.learner.base_learner',
-    'ding.worker.collector.sample_serial_collector', 'ding.worker.collector.interaction_serial_evaluator',
-    'ding.worker.replay_buffer.naive_buffer', 'ding.worker.coordinator.base_serial_commander',
+    'ding.envs.env_manager.base_env_manager',
+    'ding.worker.learner.base_learner',
+    'ding.worker.collector.sample_serial_collector',
+    'ding.worker.collector.interaction_serial_evaluator',
+    'ding.worker.replay_buffer.naive_buffer',
+    'ding.worker.coordinator.base_serial_commander',
     'dizoo.classic_control.cartpole.envs.cartpole_env',
 ]
 
@@ -183,8 +216,10 @@ def _missing(modules):
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
-@pytest.mark.skipif(bool(_missing(REAL_MODULES + ['ding.policy.dqn'])),
-                    reason=f"real components not written yet: {_missing(REAL_MODULES + ['ding.policy.dqn'])}")
+@pytest.mark.skipif(
+    bool(_missing(REAL_MODULES + ['ding.policy.dqn'])),
+    reason=f'real components not written yet: {_missing(REAL_MODULES + ["ding.policy.dqn"])}',
+)
 def test_real_cartpole_dqn_config_compiles(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     main, create, _ = read_config(os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py'))
@@ -203,7 +238,9 @@ def test_real_cartpole_on_policy_configs_compile(algo, tmp_path, monkeypatch):
     if missing:
         pytest.skip(f'real components not written yet: {missing}')
     monkeypatch.chdir(tmp_path)
-    main, create, _ = read_config(os.path.join(ROOT, f'dizoo/classic_control/cartpole/config/cartpole_{algo}_config.py'))
+    main, create, _ = read_config(
+        os.path.join(ROOT, f'dizoo/classic_control/cartpole/config/cartpole_{algo}_config.py')
+    )
     cfg = compile_config(main, seed=0, auto=True, create_cfg=create, save_cfg=False)
     assert cfg.policy.type == algo and cfg.policy.on_policy is True
     assert cfg.policy.learn.batch_size <= cfg.policy.collect.n_sample

@@ -1,4 +1,5 @@
 """read_config: Python and YAML config files -> (main_config, create_config, system_config)."""
+
 import os
 import sys
 import textwrap
@@ -16,12 +17,15 @@ def write(path, text):
 
 
 def test_python_file_with_main_create_and_system_config(tmp_path):
-    path = write(tmp_path / 'my_config.py', '''
+    path = write(
+        tmp_path / 'my_config.py',
+        """
         from easydict import EasyDict
         main_config = EasyDict(dict(exp_name='exp', policy=dict(learn=dict(batch_size=32))))
         create_config = dict(env=dict(type='cartpole'), policy=dict(type='dqn'))
         system_config = dict(path_data='./data')
-    ''')
+    """,
+    )
     main, create, system = read_config(path)
     assert main.policy.learn.batch_size == 32  # EasyDict attribute access, nested too
     assert create.policy.type == 'dqn' and create.env.type == 'cartpole'
@@ -36,12 +40,15 @@ def test_system_config_is_optional(tmp_path):
 
 
 def test_di_engine_style_variable_names_are_accepted(tmp_path):
-    path = write(tmp_path / 'pong_dqn_config.py', '''
+    path = write(
+        tmp_path / 'pong_dqn_config.py',
+        """
         pong_dqn_config = dict(exp_name='pong', env=dict(stop_value=20))
         pong_dqn_create_config = dict(env=dict(type='atari'), policy=dict(type='dqn'))
         pong_dqn_system_config = dict(comm_learner=dict())
         _private_config = dict(ignored=True)
-    ''')
+    """,
+    )
     main, create, system = read_config(path)
     assert main.exp_name == 'pong'
     assert create.env.type == 'atari'
@@ -49,11 +56,14 @@ def test_di_engine_style_variable_names_are_accepted(tmp_path):
 
 
 def test_ambiguous_fallback_names_are_an_error(tmp_path):
-    path = write(tmp_path / 'two.py', '''
+    path = write(
+        tmp_path / 'two.py',
+        """
         a_config = dict(x=1)
         b_config = dict(x=2)
         a_create_config = dict(policy=dict(type='dqn'))
-    ''')
+    """,
+    )
     with pytest.raises(ConfigError, match=r"several candidates \['a_config', 'b_config'\]"):
         read_config(path)
 
@@ -65,7 +75,9 @@ def test_the_cartpole_dqn_config_of_the_zoo_reads():
 
 
 def test_yaml_file(tmp_path):
-    path = write(tmp_path / 'exp.yaml', '''
+    path = write(
+        tmp_path / 'exp.yaml',
+        """
         main_config:
           exp_name: yaml_exp
           env:
@@ -75,7 +87,8 @@ def test_yaml_file(tmp_path):
         create_config:
           env: {type: cartpole}
           policy: {type: ppo}
-    ''')
+    """,
+    )
     main, create, system = read_config(path)
     assert main.policy.learn.batch_size == 16 and main.env.stop_value == float('inf')
     assert create.policy.type == 'ppo' and system is None
@@ -97,7 +110,7 @@ def test_syntax_error_names_file_and_line(tmp_path):
 
 def test_error_while_running_the_file_names_file_and_line(tmp_path):
     path = write(tmp_path / 'oops_config.py', 'x = 1\nmain_config = dict(lr=undefined_name)\n')
-    with pytest.raises(ConfigError, match=r"oops_config.py.*NameError.*\(line 2\).*undefined_name"):
+    with pytest.raises(ConfigError, match=r'oops_config.py.*NameError.*\(line 2\).*undefined_name'):
         read_config(path)
 
 
@@ -120,8 +133,11 @@ def test_non_dict_main_config_and_bad_yaml(tmp_path):
 
 
 def test_reading_does_not_leave_modules_behind(tmp_path):
-    path = write(tmp_path / 'c.py', 'import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int = 1\n'
-                 'main_config = dict(x=P().x)\ncreate_config = {}\n')
+    path = write(
+        tmp_path / 'c.py',
+        'import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int = 1\n'
+        'main_config = dict(x=P().x)\ncreate_config = {}\n',
+    )
     before = set(sys.modules)
     assert read_config(path)[0].x == 1
     assert [m for m in set(sys.modules) - before if 'config' in m] == []

@@ -1,14 +1,14 @@
 """validate_config: typos, wrong types and out-of-range values are caught before any work starts."""
+
 import os
 import re
 
 import pytest
+from config_toy_components import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
 from easydict import EasyDict
 
 from ding.config import ConfigError, compile_config, deep_merge_dicts, validate_config
 from ding.config.bounds import BOUNDS
-
-from config_toy_components import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -99,8 +99,10 @@ def test_ppo_style_bounds_and_numbers_in_free_form_env():
     defaults = toy_defaults()
     defaults.policy.collect.gae_lambda = 0.95
     defaults.policy.learn.update(clip_ratio=0.2, entropy_weight=0.01, value_weight=0.5)
-    cfg = toy_main(collect=dict(n_sample=16, gae_lambda=1.01),
-                   learn=dict(batch_size=8, clip_ratio=-0.2, entropy_weight=-1, value_weight=-0.5))
+    cfg = toy_main(
+        collect=dict(n_sample=16, gae_lambda=1.01),
+        learn=dict(batch_size=8, clip_ratio=-0.2, entropy_weight=-1, value_weight=-0.5),
+    )
     msg = problems_of(cfg, defaults)
     for key in ('gae_lambda', 'clip_ratio', 'entropy_weight', 'value_weight'):
         assert key in msg
@@ -140,6 +142,7 @@ def test_escape_hatches_for_unknown_keys():
 
 def test_env_var_opens_the_hatch_in_compile_config(monkeypatch):
     import config_toy_components  # noqa: F401 - registers the toy components
+
     cfg = toy_main(learn=dict(my_research_flag=True))
     with pytest.raises(ConfigError, match='my_research_flag'):
         compile_config(cfg, auto=True, create_cfg=TOY_CREATE, save_cfg=False)

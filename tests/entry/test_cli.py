@@ -1,9 +1,8 @@
 """The ``ding`` command as a user runs it: a real subprocess, real files."""
+
 import os
 import subprocess
 import sys
-
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py')
@@ -11,8 +10,14 @@ DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_
 
 def run_ding(args, cwd, timeout=240):
     env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', OMP_NUM_THREADS='1')
-    return subprocess.run([sys.executable, '-m', 'ding.entry.cli', *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, '-m', 'ding.entry.cli', *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_missing_config_file_is_one_line_error(tmp_path):
@@ -71,6 +76,7 @@ def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
     assert any((exp / 'log').rglob('*_logger.txt'))
     assert any(p.name.startswith('events.out.tfevents') for p in (exp / 'log').rglob('*'))
     from tests.learner.learner_policies import read_tb_events  # everything written before the process left
+
     assert read_tb_events(str(exp / 'log'))['evaluator_iter/reward_mean'][0][0] == 0  # the first evaluation
     assert (exp / 'ckpt').is_dir() and any((exp / 'ckpt').glob('*.safetensors'))
     summary = [line for line in result.stderr.splitlines() if line.startswith('[ding] cartpole_dqn_seed3')]
@@ -82,7 +88,9 @@ def test_eval_mode_loads_a_checkpoint(tmp_path):
     assert train.returncode == 0, train.stderr[-3000:]
     ckpts = sorted((tmp_path / 'cartpole_dqn_seed0' / 'ckpt').glob('*.safetensors'))
     assert ckpts
-    result = run_ding(['-m', 'eval', '-c', DQN_CONFIG, '-s', '0', '--load-path', str(ckpts[-1]),
-                       '--exp-name', 'cartpole_dqn_eval'], tmp_path)
+    result = run_ding(
+        ['-m', 'eval', '-c', DQN_CONFIG, '-s', '0', '--load-path', str(ckpts[-1]), '--exp-name', 'cartpole_dqn_eval'],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'mean return' in result.stderr

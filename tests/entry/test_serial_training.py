@@ -1,4 +1,5 @@
 """End-to-end training runs: each algorithm must actually solve its environment."""
+
 import pytest
 
 from ding.entry import serial_pipeline, serial_pipeline_onpolicy
@@ -8,17 +9,21 @@ pytestmark = pytest.mark.slow
 
 def _solve(pipeline, config_module, tmp_path, monkeypatch, seed=0, max_env_step=int(3e5)):
     import importlib
+
     monkeypatch.chdir(tmp_path)
     mod = importlib.import_module(config_module)
     pipeline((mod.main_config, mod.create_config), seed=seed, max_env_step=max_env_step)
     return tmp_path / mod.main_config.exp_name
 
 
-@pytest.mark.parametrize('pipeline,config_module', [
-    (serial_pipeline, 'dizoo.classic_control.cartpole.config.cartpole_dqn_config'),
-    (serial_pipeline_onpolicy, 'dizoo.classic_control.cartpole.config.cartpole_ppo_config'),
-    (serial_pipeline_onpolicy, 'dizoo.classic_control.cartpole.config.cartpole_a2c_config'),
-])
+@pytest.mark.parametrize(
+    'pipeline,config_module',
+    [
+        (serial_pipeline, 'dizoo.classic_control.cartpole.config.cartpole_dqn_config'),
+        (serial_pipeline_onpolicy, 'dizoo.classic_control.cartpole.config.cartpole_ppo_config'),
+        (serial_pipeline_onpolicy, 'dizoo.classic_control.cartpole.config.cartpole_a2c_config'),
+    ],
+)
 def test_cartpole_reaches_stop_value(pipeline, config_module, tmp_path, monkeypatch, capsys):
     exp = _solve(pipeline, config_module, tmp_path, monkeypatch)
     err = capsys.readouterr().err
@@ -29,8 +34,7 @@ def test_cartpole_reaches_stop_value(pipeline, config_module, tmp_path, monkeypa
 
 
 def test_pendulum_ppo_beats_minus_400(tmp_path, monkeypatch, capsys):
-    exp = _solve(serial_pipeline_onpolicy, 'dizoo.classic_control.pendulum.config.pendulum_ppo_config', tmp_path,
-                    monkeypatch)
+    _solve(serial_pipeline_onpolicy, 'dizoo.classic_control.pendulum.config.pendulum_ppo_config', tmp_path, monkeypatch)
     err = capsys.readouterr().err
     summary = [line for line in err.splitlines() if line.startswith('[ding] ')][-1]
     best = float(summary.rsplit('best eval return ', 1)[1])

@@ -1,4 +1,5 @@
 """Process start-up helpers: which code pages may be released, and that releasing them changes no result."""
+
 import json
 import os
 import subprocess
@@ -36,8 +37,8 @@ Anonymous:          1024 kB
 
 def test_only_unmodified_executable_mappings_of_the_named_library_are_releasable():
     # the second libtorch_cpu.so text mapping has a private (modified) page: it must be kept
-    assert releasable_code_ranges(SMAPS) == [(0x7f0000100000, 0x7f0004000000)]
-    assert releasable_code_ranges(SMAPS, ('libtorch_python.so',)) == [(0x7f0005000000, 0x7f0005800000)]
+    assert releasable_code_ranges(SMAPS) == [(0x7F0000100000, 0x7F0004000000)]
+    assert releasable_code_ranges(SMAPS, ('libtorch_python.so',)) == [(0x7F0005000000, 0x7F0005800000)]
     assert releasable_code_ranges(SMAPS, ('libc.so.6',)) == []
 
 
@@ -78,8 +79,14 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(**env):
-    out = subprocess.run([sys.executable, '-c', PROBE], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=ROOT, **env), check=True)
+    out = subprocess.run(
+        [sys.executable, '-c', PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=ROOT, **env),
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -1,4 +1,5 @@
 """DingEnvWrapper and the dizoo classic-control envs on real gymnasium envs."""
+
 import numpy as np
 import pytest
 import torch
@@ -40,11 +41,11 @@ def test_cartpole_env_types_and_200_step_limit():
     env = CartPoleEnv({})
     env.seed(3)
     obs = env.reset()
-    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.shape == (4, )
-    assert env.action_space.n == 2 and env.observation_space.shape == (4, )
+    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.shape == (4,)
+    assert env.action_space.n == 2 and env.observation_space.shape == (4,)
     timestep = env.step(0)
     assert isinstance(timestep, BaseEnvTimestep)
-    assert timestep.reward.dtype == np.float32 and timestep.reward.shape == (1, )
+    assert timestep.reward.dtype == np.float32 and timestep.reward.shape == (1,)
     assert timestep.obs.dtype == np.float32 and timestep.done is False
     assert env._env.spec.max_episode_steps == 200
     assert repr(env) == 'DI-engine CartPole Env'
@@ -56,8 +57,8 @@ def test_pendulum_env_scales_and_clips_actions():
     env = PendulumEnv({'act_scale': True})
     env.seed(0)
     obs = env.reset()
-    assert obs.shape == (3, ) and obs.dtype == np.float32
-    assert env.action_space.shape == (1, ) and float(env.action_space.high[0]) == 2.0
+    assert obs.shape == (3,) and obs.dtype == np.float32
+    assert env.action_space.shape == (1,) and float(env.action_space.high[0]) == 2.0
     env.step(np.array([0.5], dtype=np.float32))
     assert env._env.unwrapped.last_u == pytest.approx(1.0)  # [-1, 1] -> [-2, 2]
     env.step(torch.tensor([-3.0]))
@@ -78,7 +79,9 @@ def test_pendulum_env_scales_and_clips_actions():
     raw.close()
 
 
-@pytest.mark.parametrize('action', [1, np.int64(1), np.array(1), np.array([1]), torch.tensor(1), torch.tensor([1]), 1.0])
+@pytest.mark.parametrize(
+    'action', [1, np.int64(1), np.array(1), np.array([1]), torch.tensor(1), torch.tensor([1]), 1.0]
+)
 def test_discrete_action_conversion(action):
     env = CartPoleEnv({})
     env.seed(0)
@@ -127,6 +130,7 @@ def test_seeding_reproducible_dynamic_and_static():
 
 def test_wrapper_needs_env_or_env_id_and_wraps_given_env():
     import gymnasium
+
     with pytest.raises(ValueError, match='env_id'):
         DingEnvWrapper(cfg={})
     env = DingEnvWrapper(env=gymnasium.make('CartPole-v1', max_episode_steps=3))
@@ -134,7 +138,7 @@ def test_wrapper_needs_env_or_env_id_and_wraps_given_env():
     assert length == 3 and last.info['TimeLimit.truncated'] is True
     assert env.action_space.contains(env.random_action())
     clone = env.clone()
-    assert clone.reset().shape == (4, )
+    assert clone.reset().shape == (4,)
 
 
 def test_get_vec_env_setting_for_cartpole():
@@ -152,7 +156,7 @@ def test_get_vec_env_setting_for_cartpole():
     assert len(collector_cfgs) == 8 and len(evaluator_cfgs) == 5
     assert 'collector_env_num' in cfg  # the caller's config is left alone
     env = env_fn(cfg=evaluator_cfgs[0])
-    assert env.reset().shape == (4, )
+    assert env.reset().shape == (4,)
     env.close()
     _, c_only, e_none = get_vec_env_setting(cfg, eval_=False)
     assert len(c_only) == 8 and e_none is None
@@ -164,6 +168,7 @@ def test_get_vec_env_setting_for_cartpole():
 
 def test_get_vec_env_setting_on_the_dizoo_cartpole_dqn_config():
     from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config
+
     env_cfg = dict(main_config.env, **create_config.env)  # what compile_config puts under cfg.env
     env_fn, collector_cfgs, evaluator_cfgs = get_vec_env_setting(env_cfg)
     assert env_fn is CartPoleEnv

@@ -1,4 +1,5 @@
 """Base and subprocess env managers on real CartPole envs, plus small envs that crash, hang or die."""
+
 import functools
 import multiprocessing as mp
 import os
@@ -10,7 +11,12 @@ import pytest
 from gymnasium import spaces
 
 from ding.envs import (
-    BaseEnv, BaseEnvManager, BaseEnvTimestep, SubprocessEnvManager, create_env_manager, get_env_manager_cls
+    BaseEnv,
+    BaseEnvManager,
+    BaseEnvTimestep,
+    SubprocessEnvManager,
+    create_env_manager,
+    get_env_manager_cls,
 )
 from ding.envs.env_manager import EnvState
 from dizoo.classic_control.cartpole.envs import CartPoleEnv
@@ -59,7 +65,7 @@ class CountingEnv(BaseEnv):
 
     @property
     def observation_space(self):
-        return spaces.Box(-np.inf, np.inf, (2, ), np.float32)
+        return spaces.Box(-np.inf, np.inf, (2,), np.float32)
 
     @property
     def action_space(self):
@@ -67,7 +73,7 @@ class CountingEnv(BaseEnv):
 
     @property
     def reward_space(self):
-        return spaces.Box(0, 1, (1, ), np.float32)
+        return spaces.Box(0, 1, (1,), np.float32)
 
 
 def cartpole_fns(n):
@@ -105,12 +111,12 @@ def test_steps_four_cartpoles_through_episodes(kind, managers):
     steps = 0
     while not mgr.done:
         obs = mgr.ready_obs
-        assert all(o.shape == (4, ) and o.dtype == np.float32 for o in obs.values())
+        assert all(o.shape == (4,) and o.dtype == np.float32 for o in obs.values())
         timesteps = mgr.step(random_actions(obs, rng))
         assert set(timesteps) == set(obs)
         for env_id, t in timesteps.items():
             steps += 1
-            assert t.reward.shape == (1, ) and t.obs.shape == (4, )
+            assert t.reward.shape == (1,) and t.obs.shape == (4,)
             if t.done:
                 returns[env_id].append(t.info['eval_episode_return'])
                 assert not t.info.get('abnormal')
@@ -186,7 +192,7 @@ def test_crashing_env_is_restarted_and_reported_abnormal(kind, managers):
 def test_env_failing_every_reset_raises_after_max_retry(kind, managers):
     fns = cartpole_fns(1) + [functools.partial(CountingEnv, fail_reset=True)]
     mgr = managers(kind, fns, max_retry=3, retry_waiting_time=0.01)
-    with pytest.raises(RuntimeError, match=r"env 1 failed 3 times in a row .*simulator did not start"):
+    with pytest.raises(RuntimeError, match=r'env 1 failed 3 times in a row .*simulator did not start'):
         mgr.launch()
     assert mgr.closed
 
@@ -247,5 +253,5 @@ def test_factory_and_defaults():
     with pytest.raises(KeyError, match='unknown type'):
         create_env_manager({'type': 'nope'}, cartpole_fns(1))
     mgr = create_env_manager({'type': 'base'}, cartpole_fns(2))
-    assert mgr.env_num == 2 and mgr.observation_space.shape == (4, ) and mgr.action_space.n == 2
+    assert mgr.env_num == 2 and mgr.observation_space.shape == (4,) and mgr.action_space.n == 2
     mgr.close()

@@ -1,20 +1,23 @@
 """Fixtures for the interaction tests: real masters and slaves on 127.0.0.1, free ports, fast timings."""
+
 import os
 import sys
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for interaction_helpers, whatever the import mode
 
-from ding.interaction import Master, Slave  # noqa: E402
 from interaction_helpers import FAST_MASTER, FAST_SLAVE, CalcSlave, wait_until  # noqa: E402
+
+from ding.interaction import Master, Slave  # noqa: E402
 
 
 @pytest.fixture
 def make_slave() -> Callable[..., Slave]:
     """Factory: a started slave on a free port (``cls`` and kwargs customise it); all are closed at teardown."""
-    started: List[Slave] = []
+    started: list[Slave] = []
 
     def _make(cls: type = CalcSlave, **kwargs: Any) -> Slave:
         options = dict(FAST_SLAVE, port=0)
@@ -34,7 +37,7 @@ def make_slave() -> Callable[..., Slave]:
 @pytest.fixture
 def make_master() -> Callable[..., Master]:
     """Factory: a started master on a free port; all are closed at teardown."""
-    started: List[Master] = []
+    started: list[Master] = []
 
     def _make(**kwargs: Any) -> Master:
         options = dict(FAST_MASTER, port=0)

@@ -1,13 +1,20 @@
 """Helpers shared by the interaction tests: an example slave, fast timings, polling."""
+
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 from ding.interaction import Slave, TaskFail
 
 # Small spans keep the suite fast; production uses seconds (heartbeat 3 s, tolerance 15 s).
-FAST_MASTER = dict(heartbeat_tolerance=1.0, heartbeat_check_span=0.05, request_retries=1,
-                   request_retry_waiting=0.05, request_timeout=5.0)
+FAST_MASTER = dict(
+    heartbeat_tolerance=1.0,
+    heartbeat_check_span=0.05,
+    request_retries=1,
+    request_retry_waiting=0.05,
+    request_timeout=5.0,
+)
 FAST_SLAVE = dict(heartbeat_span=0.1, request_retries=1, request_retry_waiting=0.05, request_timeout=5.0)
 
 
@@ -21,9 +28,9 @@ class CalcSlave(Slave):
         super().__init__(*args, **kwargs)
         self.release = threading.Event()
         self.entered = threading.Event()
-        self.seen: List[Dict[str, Any]] = []
+        self.seen: list[dict[str, Any]] = []
 
-    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+    def _process_task(self, task: dict[str, Any]) -> dict[str, Any]:
         self.seen.append(task)
         op = task.get('op')
         if op == 'add':
@@ -36,7 +43,7 @@ class CalcSlave(Slave):
             self.entered.set()
             self.release.wait(10)
             return {'waited': True}
-        raise TaskFail(message='unknown op {!r}'.format(op))
+        raise TaskFail(message=f'unknown op {op!r}')
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.01) -> bool:

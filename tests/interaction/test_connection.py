@@ -1,13 +1,19 @@
 """Connecting a master to slaves: hooks, refusal, registry of connections, disconnection."""
-from typing import Any, Dict, List
+
+from typing import Any
 
 import pytest
 import requests
-
-from ding.interaction import ConnectionRefuse, DisconnectionRefuse, SlaveErrorCode, \
-    SlaveSlaveAlreadyConnected, SlaveSlaveConnectionRefused, SlaveSlaveDisconnectionRefused
-
 from interaction_helpers import CalcSlave
+
+from ding.interaction import (
+    ConnectionRefuse,
+    DisconnectionRefuse,
+    SlaveErrorCode,
+    SlaveSlaveAlreadyConnected,
+    SlaveSlaveConnectionRefused,
+    SlaveSlaveDisconnectionRefused,
+)
 
 
 class GateSlave(CalcSlave):
@@ -15,10 +21,10 @@ class GateSlave(CalcSlave):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.calls: List[tuple] = []
+        self.calls: list[tuple] = []
         self.keep_connection = False
 
-    def _before_connection(self, data: Dict[str, Any]) -> Dict[str, Any]:
+    def _before_connection(self, data: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(('before_connection', data))
         if data.get('password') != 'sesame':
             raise ConnectionRefuse({'hint': 'wrong password'}, message='bad password')
@@ -27,7 +33,7 @@ class GateSlave(CalcSlave):
     def _after_connection(self, status_code, success, code, message, data) -> None:
         self.calls.append(('after_connection', status_code, success, code))
 
-    def _before_disconnection(self, data: Dict[str, Any]) -> Dict[str, Any]:
+    def _before_disconnection(self, data: dict[str, Any]) -> dict[str, Any]:
         if self.keep_connection:
             raise DisconnectionRefuse({'busy': True})
         return {'bye': data.get('reason')}
@@ -152,6 +158,7 @@ def test_new_connection_checks_its_arguments(master):
 
 def test_connect_needs_a_started_master(slave):
     from ding.interaction import Master
+
     master = Master(port=0)
     with pytest.raises(RuntimeError, match='not started'):
         master.new_connection('calc', '127.0.0.1', slave.port).connect()

@@ -2,23 +2,37 @@
 Malformed and unauthorised requests: each gets a 4xx JSON envelope with the right error code, is raised
 client-side as the exception class of that code, and changes nothing; the servers keep serving.
 """
+
 import json
 import socket
 import threading
 
 import pytest
 import requests
-
-from ding.interaction import HttpClient, MasterChannelNotMatch, MasterErrorCode, MasterResponseException, \
-    MasterSlaveTokenNotMatch, MasterTaskNotExist, SlaveChannelNotGiven, SlaveChannelNotMatch, SlaveErrorCode, \
-    SlaveMasterTokenNotMatch, SlaveResponseException, TaskStatus, get_master_exception_by_error, \
-    get_master_exception_class_by_error_code, get_slave_exception_by_error, get_slave_exception_class_by_error_code
-
 from interaction_helpers import CalcSlave
+
+from ding.interaction import (
+    HttpClient,
+    MasterChannelNotMatch,
+    MasterErrorCode,
+    MasterResponseException,
+    MasterSlaveTokenNotMatch,
+    MasterTaskNotExist,
+    SlaveChannelNotGiven,
+    SlaveChannelNotMatch,
+    SlaveErrorCode,
+    SlaveMasterTokenNotMatch,
+    SlaveResponseException,
+    TaskStatus,
+    get_master_exception_by_error,
+    get_master_exception_class_by_error_code,
+    get_slave_exception_by_error,
+    get_slave_exception_class_by_error_code,
+)
 
 
 def _url(service, path):
-    return 'http://127.0.0.1:{}{}'.format(service.port, path)
+    return f'http://127.0.0.1:{service.port}{path}'
 
 
 def _envelope(response):
@@ -53,8 +67,14 @@ def test_slave_checks_channel_and_master_token(conn, slave):
 
 
 def test_client_side_exception_classes(conn, slave, master):
-    forged = HttpClient('127.0.0.1', slave.port, {'Channel': '0', 'Token': 'forged'},
-                        get_slave_exception_by_error, retries=3, retry_waiting=5.0)
+    forged = HttpClient(
+        '127.0.0.1',
+        slave.port,
+        {'Channel': '0', 'Token': 'forged'},
+        get_slave_exception_by_error,
+        retries=3,
+        retry_waiting=5.0,
+    )
     with pytest.raises(SlaveMasterTokenNotMatch) as info:  # 4xx: raised at once, never retried
         forged.request('POST', '/task/new', {'task': {'id': 't'}, 'data': {}})
     assert isinstance(info.value, SlaveResponseException) and isinstance(info.value, requests.HTTPError)
@@ -119,8 +139,15 @@ def _malformed_requests(master, slave, conn):
         ('OPTIONS', s, '/task/new', to_slave, b'', 405, S.METHOD_NOT_ALLOWED),
         ('POST', s, '/no/such/route', to_slave, b'{}', 404, S.ROUTE_NOT_FOUND),
         ('POST', s, '/connect', {'Channel': '0', 'Token': 'y'}, b'{"master": {"address": 5}}', 400, S.REQUEST_INVALID),
-        ('POST', s, '/connect', {'Channel': '0', 'Token': 'y'}, b'{"master": {"address": "ftp://x"}}', 400,
-         S.REQUEST_INVALID),
+        (
+            'POST',
+            s,
+            '/connect',
+            {'Channel': '0', 'Token': 'y'},
+            b'{"master": {"address": "ftp://x"}}',
+            400,
+            S.REQUEST_INVALID,
+        ),
         ('DELETE', s, '/disconnect', {'Channel': '1', 'Token': conn.master_token}, b'{}', 403, S.CHANNEL_NOT_MATCH),
         ('DELETE', s, '/disconnect', to_slave, b'"just a string"', 400, S.REQUEST_INVALID),
         ('DELETE', s, '/shutdown', {}, b'', 401, S.SELF_TOKEN_NOT_GIVEN),
@@ -128,8 +155,7 @@ def _malformed_requests(master, slave, conn):
         ('GET', m, '/slave/heartbeat', {'Token': conn.slave_token}, b'', 400, M.CHANNEL_NOT_GIVEN),
         ('GET', m, '/slave/heartbeat', {'Channel': '0'}, b'', 401, M.SLAVE_TOKEN_NOT_GIVEN),
         ('PUT', m, '/slave/task/complete', as_slave, b'{"task": ', 400, M.REQUEST_INVALID),
-        ('PUT', m, '/slave/task/complete', as_slave, b'{"task": {"id": "t"}, "result": 3}', 400,
-         M.TASK_DATA_INVALID),
+        ('PUT', m, '/slave/task/complete', as_slave, b'{"task": {"id": "t"}, "result": 3}', 400, M.TASK_DATA_INVALID),
         ('PUT', m, '/slave/task/fail', as_slave, b'{"task": {"id": "nope"}}', 404, M.TASK_NOT_EXIST),
         ('PUT', m, '/slave/task/fail', as_slave, b'{"task": {"id": ""}}', 400, M.TASK_DATA_INVALID),
         ('PUT', m, '/slave/task/complete', dict(as_slave, Channel='x'), b'{}', 403, M.CHANNEL_NOT_MATCH),
@@ -145,9 +171,7 @@ def test_a_thousand_malformed_requests_change_nothing(master, slave, conn):
         session.trust_env = False
         for i in range(1000):
             method, port, path, headers, body, status, code = kinds[i % len(kinds)]
-            answer = session.request(
-                method, 'http://127.0.0.1:{}{}'.format(port, path), data=body, headers=headers, timeout=5
-            )
+            answer = session.request(method, f'http://127.0.0.1:{port}{path}', data=body, headers=headers, timeout=5)
             assert (answer.status_code, _envelope(answer)['code']) == (status, code), (method, path, headers, body)
     assert master.ping() and slave.ping()
     # nothing changed: still connected to the same master, idle, no task ran, and a real task works
@@ -160,7 +184,6 @@ def test_a_thousand_malformed_requests_change_nothing(master, slave, conn):
 def test_server_answers_unexpected_errors_with_a_500_envelope(master, make_slave):
 
     class BrokenSlave(CalcSlave):
-
         def _before_connection(self, data):
             return {'not json': object()}
 
@@ -169,7 +192,7 @@ def test_server_answers_unexpected_errors_with_a_500_envelope(master, make_slave
         _url(slave, '/connect'),
         data=json.dumps({'master': {'address': master.address}}),
         headers={'Channel': '0', 'Token': 't'},
-        timeout=5
+        timeout=5,
     )
     assert answer.status_code == 500 and _envelope(answer)['code'] == SlaveErrorCode.UNKNOWN_ERROR
     assert not slave.is_connected and slave.ping()
@@ -177,10 +200,12 @@ def test_server_answers_unexpected_errors_with_a_500_envelope(master, make_slave
 
 def test_oversized_body_is_refused_before_reading(monkeypatch, make_slave):
     from ding.interaction import config
+
     monkeypatch.setattr(config, 'MAX_REQUEST_BYTES', 1024)
     slave = make_slave()  # the limit is read when the server starts
-    answer = requests.post(_url(slave, '/connect'), data=b'{' + b' ' * 4096 + b'}',
-                           headers={'Channel': '0', 'Token': 't'}, timeout=5)
+    answer = requests.post(
+        _url(slave, '/connect'), data=b'{' + b' ' * 4096 + b'}', headers={'Channel': '0', 'Token': 't'}, timeout=5
+    )
     assert answer.status_code == 413 and _envelope(answer)['code'] == SlaveErrorCode.REQUEST_INVALID
     assert not slave.is_connected and slave.ping()
 
@@ -203,7 +228,7 @@ class _MuteServer:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             conn.settimeout(5)
             self.accepted += 1
@@ -227,8 +252,9 @@ def test_client_maps_transport_failures_to_requests_exceptions(hang_up):
     # have acted). One that hangs up after reading: a broken connection, retried like a refused one.
     server = _MuteServer(hang_up)
     try:
-        client = HttpClient('127.0.0.1', server.port, {}, get_slave_exception_by_error, retries=1,
-                            retry_waiting=0.01, timeout=0.2)
+        client = HttpClient(
+            '127.0.0.1', server.port, {}, get_slave_exception_by_error, retries=1, retry_waiting=0.01, timeout=0.2
+        )
         expected = requests.ConnectionError if hang_up else requests.ReadTimeout
         with pytest.raises(expected):
             client.request('POST', '/task/new', {'task': {'id': 't'}})

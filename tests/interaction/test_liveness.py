@@ -1,4 +1,5 @@
 """Heartbeats: live slaves stay connected, dead ones are dropped within the tolerance, both sides recover."""
+
 import os
 import subprocess
 import sys
@@ -6,16 +7,14 @@ import textwrap
 import time
 
 import requests
+from interaction_helpers import CalcSlave
 
 from ding.interaction import MasterSlaveTokenNotMatch, TaskStatus
-
-from interaction_helpers import CalcSlave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class RecordingSlave(CalcSlave):
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.lost = []
@@ -89,11 +88,11 @@ def test_slave_notices_a_killed_master(make_slave, wait):
         cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=ROOT),
         stdout=subprocess.PIPE,
-        text=True
+        text=True,
     )
     try:
         line = process.stdout.readline().strip()
-        assert line == 'connected', 'master process failed: {!r}'.format(line)
+        assert line == 'connected', f'master process failed: {line!r}'
         assert slave.is_connected
         process.kill()
         process.wait(5)

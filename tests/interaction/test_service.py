@@ -1,14 +1,14 @@
 """Server life cycle: start on a free port, ping, shutdown/join/close, nothing left listening."""
+
 import ipaddress
 import socket
 import threading
 
 import pytest
 import requests
+from interaction_helpers import CalcSlave
 
 from ding.interaction import Master, MasterErrorCode, Slave, SlaveErrorCode, get_host_ip
-
-from interaction_helpers import CalcSlave
 
 
 def _listening(port: int) -> bool:
@@ -20,7 +20,7 @@ def _listening(port: int) -> bool:
 
 
 def _service_threads(port: int):
-    return [t for t in threading.enumerate() if t.name.startswith('ding-') and t.name.endswith('-{}'.format(port))]
+    return [t for t in threading.enumerate() if t.name.startswith('ding-') and t.name.endswith(f'-{port}')]
 
 
 @pytest.mark.parametrize('make', [lambda: CalcSlave(port=0, heartbeat_span=0.05), lambda: Master(port=0)])
@@ -70,7 +70,7 @@ def test_port_in_use_is_reported_at_start(make_master):
 
 def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave, wait):
     for service, codes in ((make_master(), MasterErrorCode), (make_slave(), SlaveErrorCode)):
-        url = 'http://127.0.0.1:{}/shutdown'.format(service.port)
+        url = f'http://127.0.0.1:{service.port}/shutdown'
         answer = requests.delete(url, timeout=5)
         assert answer.status_code == 401 and answer.json()['code'] == codes.SELF_TOKEN_NOT_GIVEN
         answer = requests.delete(url, headers={'Token': 'guess'}, timeout=5)
@@ -78,13 +78,14 @@ def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave,
         assert service.ping()
         answer = requests.delete(url, headers={'Token': service.self_token}, timeout=5)
         assert answer.status_code == 200 and answer.json()['success'] is True
-        assert wait(lambda: not _listening(service.port))
+        port = service.port
+        assert wait(lambda: not _listening(port))
         service.join(timeout=5)
 
 
 def test_ping_answers_an_envelope(make_slave):
     slave = make_slave()
-    body = requests.get('http://127.0.0.1:{}/ping'.format(slave.port), timeout=5).json()
+    body = requests.get(f'http://127.0.0.1:{slave.port}/ping', timeout=5).json()
     assert body == {'success': True, 'code': 0, 'message': 'PONG!', 'data': {'role': 'slave'}}
 
 
@@ -96,7 +97,8 @@ def test_my_address_defaults():
 
 
 @pytest.mark.parametrize(
-    'kwargs, match', [
+    'kwargs, match',
+    [
         (dict(heartbeat_tolerance=0), 'heartbeat_tolerance'),
         (dict(heartbeat_check_span=-1), 'heartbeat_check_span'),
         (dict(request_retries=-1), 'request_retries'),
@@ -104,7 +106,7 @@ def test_my_address_defaults():
         (dict(channel='0'), 'channel'),
         (dict(port=70000), 'port'),
         (dict(my_address=''), 'my_address'),
-    ]
+    ],
 )
 def test_master_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -1,23 +1,26 @@
 """Tasks: asynchronous run on the slave, completion and failure callbacks, refusal, busy slave, timeout."""
+
 import threading
 import time
-from typing import Any, Dict
+from typing import Any
 
 import pytest
+from interaction_helpers import CalcSlave, wait_until
 
 from ding.interaction import SlaveErrorCode, SlaveTaskAlreadyExist, SlaveTaskRefused, TaskRefuse, TaskStatus
-
-from interaction_helpers import CalcSlave, wait_until
 
 
 def test_task_completes_and_callbacks_fire_in_order(conn):
     events = []
     task = conn.new_task({'op': 'add', 'a': 2, 'b': 3})
     assert task.status == TaskStatus.IDLE
-    returned = task.on_complete(lambda data, result: events.append(('first', data, result))) \
-        .on_fail(lambda data, result: events.append(('fail', result))) \
-        .on_complete(lambda data, result: events.append(('second', result['sum']))) \
-        .start().join(timeout=5)
+    returned = (
+        task.on_complete(lambda data, result: events.append(('first', data, result)))
+        .on_fail(lambda data, result: events.append(('fail', result)))
+        .on_complete(lambda data, result: events.append(('second', result['sum'])))
+        .start()
+        .join(timeout=5)
+    )
     assert returned is task
     assert task.status == TaskStatus.TASK_COMPLETED == TaskStatus.COMPLETED
     assert task.result == {'sum': 5} and task.error is None
@@ -45,11 +48,11 @@ def test_unexpected_exception_is_reported_as_failure(conn, slave):
 class PickySlave(CalcSlave):
     """Refuses tasks without a name up front; refuses 'late' tasks from inside _process_task."""
 
-    def _before_task(self, data: Dict[str, Any]) -> None:
+    def _before_task(self, data: dict[str, Any]) -> None:
         if 'name' not in data:
             raise TaskRefuse({'needs': 'name'}, message='task has no name')
 
-    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+    def _process_task(self, task: dict[str, Any]) -> dict[str, Any]:
         if task['name'] == 'late':
             raise TaskRefuse({'why': 'changed my mind'})
         return {'done': task['name']}

@@ -3,8 +3,9 @@
 The model has dropout, so training draws from torch's global RNG: a resumed run matches a straight
 run only when the learner restores the RNG state as well as parameters and optimizer state.
 """
+
 import os
-from typing import Any, Dict, List
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -45,7 +46,7 @@ class RegressionPolicy(Policy):
         self._model.train()
         pred = self._model(data['obs'])
         err = pred - data['target']
-        loss = (err ** 2).mean()
+        loss = (err**2).mean()
         self._optimizer.zero_grad()
         loss.backward()
         self._optimizer.step()
@@ -57,7 +58,7 @@ class RegressionPolicy(Policy):
             out['[scalars]loss_parts'] = {'mse': loss.item(), 'mae': err.detach().abs().mean().item()}
         return out
 
-    def _monitor_vars_learn(self) -> List[str]:
+    def _monitor_vars_learn(self) -> list[str]:
         return ['cur_lr', 'total_loss']
 
     # The learner only uses learn mode; the other modes are minimal but real.
@@ -95,40 +96,46 @@ def make_policy(seed: int = 0, **learn: Any) -> RegressionPolicy:
     return RegressionPolicy(cfg, model=make_model(), enable_field=['learn'])
 
 
-def make_sample(i: int) -> Dict[str, Any]:
+def make_sample(i: int) -> dict[str, Any]:
     """Sample number ``i``: a deterministic function of ``i`` only (no global RNG)."""
     g = torch.Generator().manual_seed(1000 + i)
     obs = torch.randn(OBS_DIM, generator=g)
-    return {'obs': obs, 'target': obs.sum(0, keepdim=True) * 0.5, 'replay_buffer_idx': i % 97,
-            'replay_unique_id': f'uid-{i}'}
+    return {
+        'obs': obs,
+        'target': obs.sum(0, keepdim=True) * 0.5,
+        'replay_buffer_idx': i % 97,
+        'replay_unique_id': f'uid-{i}',
+    }
 
 
-def make_batch(it: int, batch_size: int = 8) -> List[Dict[str, Any]]:
+def make_batch(it: int, batch_size: int = 8) -> list[dict[str, Any]]:
     """The list of samples for iteration ``it``."""
     return [make_sample(it * batch_size + j) for j in range(batch_size)]
 
 
-def learner_cfg(**hook: Any) -> Dict[str, Any]:
+def learner_cfg(**hook: Any) -> dict[str, Any]:
     """A learner config whose hooks are all off except those given."""
     base = dict(load_ckpt_before_run='', log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False)
     base.update(hook)
     return dict(hook=base)
 
 
-def read_tb_events(logdir: str) -> Dict[str, List[tuple]]:
+def read_tb_events(logdir: str) -> dict[str, list[tuple]]:
     """Parse the tensorboard event files under ``logdir``: ``{tag: [(step, value or 'histogram'), ...]}``."""
     import glob
     import struct
+
     from tensorboardX.proto import event_pb2
-    out: Dict[str, List[tuple]] = {}
+
+    out: dict[str, list[tuple]] = {}
     for path in sorted(glob.glob(os.path.join(logdir, '**', 'events.out.tfevents.*'), recursive=True)):
         with open(path, 'rb') as f:
             data = f.read()
         pos = 0
         while pos + 12 <= len(data):  # TFRecord: u64 length, u32 crc, payload, u32 crc
-            (n, ) = struct.unpack('<Q', data[pos:pos + 8])
+            (n,) = struct.unpack('<Q', data[pos : pos + 8])
             event = event_pb2.Event()
-            event.ParseFromString(data[pos + 12:pos + 12 + n])
+            event.ParseFromString(data[pos + 12 : pos + 12 + n])
             pos += 12 + n + 4
             for v in event.summary.value:
                 kind = v.WhichOneof('value')

@@ -10,9 +10,21 @@ import torch
 import torch.nn as nn
 
 from ding.utils.checkpoint import (
-    CHECKPOINT_FORMAT_VERSION, CheckpointError, config_hash, get_rng_state, latest_valid_checkpoint,
-    list_checkpoints, load_checkpoint, manifest_path, prune_checkpoints, read_file, read_manifest, save_checkpoint,
-    save_file, set_rng_state, verify_checkpoint
+    CHECKPOINT_FORMAT_VERSION,
+    CheckpointError,
+    config_hash,
+    get_rng_state,
+    latest_valid_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    manifest_path,
+    prune_checkpoints,
+    read_file,
+    read_manifest,
+    save_checkpoint,
+    save_file,
+    set_rng_state,
+    verify_checkpoint,
 )
 
 
@@ -86,9 +98,15 @@ def test_nested_python_values_round_trip(tmp_path):
         'mixed_keys': {1.5: 'a', None: 'b', True: 'c', (1, 'x'): 'd'},
         'list': [1, 'two', None, True, 2.5, [torch.arange(3)], {'k': False}],
         'tuple': (0.9, 0.999),
-        'str': 'hello', 'none': None, 'bool': False, 'float': -1.25, 'big_int': 2 ** 70,
+        'str': 'hello',
+        'none': None,
+        'bool': False,
+        'float': -1.25,
+        'big_int': 2**70,
         'nonfinite': [float('inf'), float('-inf')],
-        'empty': {}, 'empty_list': [], 'empty_tensor': torch.zeros(0, 4),
+        'empty': {},
+        'empty_list': [],
+        'empty_tensor': torch.zeros(0, 4),
         'int_tensor': torch.arange(6, dtype=torch.int32).reshape(2, 3),
         'bool_tensor': torch.tensor([True, False]),
         'scalar_tensor': torch.tensor(1.5, dtype=torch.float64),
@@ -150,9 +168,9 @@ def test_objects_with_state_dict_are_saved_through_it(tmp_path):
 
 
 def test_unsupported_value_error_names_the_key(tmp_path):
-    with pytest.raises(TypeError, match=r"optimizer/state/0/bad"):
+    with pytest.raises(TypeError, match=r'optimizer/state/0/bad'):
         save_checkpoint(str(tmp_path / 'bad'), {'optimizer': {'state': {0: {'bad': {1, 2}}}}})
-    with pytest.raises(TypeError, match=r"fn"):
+    with pytest.raises(TypeError, match=r'fn'):
         save_checkpoint(str(tmp_path / 'bad'), {'fn': lambda: 0})
     assert os.listdir(tmp_path) == []  # nothing half-written
 
@@ -177,11 +195,11 @@ def test_tied_and_view_tensors_are_saved(tmp_path):
 
 def test_manifest_describes_the_file(tmp_path):
     before = time.time()
-    path = save_checkpoint(str(tmp_path / 'iteration_100.safetensors'), {
-        'model': {'w': torch.zeros(3, 2, dtype=torch.float16)},
-        'last_iter': 100,
-        'last_step': 5000
-    }, config_hash='abc')
+    path = save_checkpoint(
+        str(tmp_path / 'iteration_100.safetensors'),
+        {'model': {'w': torch.zeros(3, 2, dtype=torch.float16)}, 'last_iter': 100, 'last_step': 5000},
+        config_hash='abc',
+    )
     assert path == str(tmp_path / 'iteration_100.safetensors')
     assert manifest_path(path) == str(tmp_path / 'iteration_100.manifest.json')
     assert manifest_path(str(tmp_path / 'iteration_100')) == manifest_path(path)
@@ -241,24 +259,36 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     (blocked / 'keep').write_text('x')
     with pytest.raises(OSError):
         save_checkpoint(str(tmp_path / 'iteration_2'), {'x': torch.ones(2)})
-    assert sorted(os.listdir(tmp_path)) == ['iteration_1.manifest.json', 'iteration_1.safetensors',
-                                            'iteration_2.safetensors']
+    assert sorted(os.listdir(tmp_path)) == [
+        'iteration_1.manifest.json',
+        'iteration_1.safetensors',
+        'iteration_2.safetensors',
+    ]
 
 
 def test_list_and_prune_keep_newest_and_best(tmp_path):
     for it in (1, 2, 10, 20, 100):
-        save_checkpoint(str(tmp_path / 'iteration_{}'.format(it)), {'last_iter': it})
+        save_checkpoint(str(tmp_path / f'iteration_{it}'), {'last_iter': it})
     save_checkpoint(str(tmp_path / 'ckpt_best'), {'last_iter': 2})
     names = [os.path.basename(p) for p in list_checkpoints(str(tmp_path))]
-    assert names == ['iteration_{}.safetensors'.format(i) for i in (1, 2, 10, 20, 100)]  # numeric, not text, order
+    assert names == [f'iteration_{i}.safetensors' for i in (1, 2, 10, 20, 100)]  # numeric, not text, order
 
     deleted = prune_checkpoints(str(tmp_path), keep_n=2)
-    assert [os.path.basename(p) for p in deleted] == ['iteration_1.safetensors', 'iteration_2.safetensors',
-                                                      'iteration_10.safetensors']
-    assert sorted(os.listdir(tmp_path)) == sorted([
-        'ckpt_best.safetensors', 'ckpt_best.manifest.json', 'iteration_20.safetensors',
-        'iteration_20.manifest.json', 'iteration_100.safetensors', 'iteration_100.manifest.json'
-    ])
+    assert [os.path.basename(p) for p in deleted] == [
+        'iteration_1.safetensors',
+        'iteration_2.safetensors',
+        'iteration_10.safetensors',
+    ]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [
+            'ckpt_best.safetensors',
+            'ckpt_best.manifest.json',
+            'iteration_20.safetensors',
+            'iteration_20.manifest.json',
+            'iteration_100.safetensors',
+            'iteration_100.manifest.json',
+        ]
+    )
     assert prune_checkpoints(str(tmp_path), keep_n=2) == []
     assert load_checkpoint(str(tmp_path / 'ckpt_best'))['last_iter'] == 2
     assert list_checkpoints(str(tmp_path / 'no_such_dir')) == []
@@ -267,7 +297,7 @@ def test_list_and_prune_keep_newest_and_best(tmp_path):
 def test_latest_valid_checkpoint_skips_bad_ones(tmp_path):
     assert latest_valid_checkpoint(str(tmp_path)) is None
     for it in (10, 20, 30):
-        save_checkpoint(str(tmp_path / 'iteration_{}'.format(it)), {'last_iter': it, 'w': torch.randn(4)})
+        save_checkpoint(str(tmp_path / f'iteration_{it}'), {'last_iter': it, 'w': torch.randn(4)})
     assert latest_valid_checkpoint(str(tmp_path)) == str(tmp_path / 'iteration_30.safetensors')
 
     flip_byte(str(tmp_path / 'iteration_30.safetensors'), os.path.getsize(tmp_path / 'iteration_30.safetensors') - 1)
@@ -340,8 +370,6 @@ def test_config_hash_is_stable():
     assert config_hash(a) != config_hash(b)
 
 
-
-
 def test_map_location_moves_tensors_but_keeps_numpy_on_host(tmp_path):
     emb = nn.Embedding(3, 2)
     path = save_checkpoint(str(tmp_path / 'loc'), {'a': emb.weight, 'b': emb.weight, 'np': np.ones(2), 'n': 1})
@@ -374,5 +402,9 @@ def test_durable_false_skips_the_fsyncs_but_writes_the_same_verified_files(tmp_p
     for path in (durable, transfer):
         loaded = load_checkpoint(path)
         assert torch.equal(loaded['model']['w'], state['model']['w']) and loaded['last_iter'] == 7
-    assert sorted(os.listdir(tmp_path)) == ['durable.manifest.json', 'durable.safetensors',
-                                            'transfer.manifest.json', 'transfer.safetensors']
+    assert sorted(os.listdir(tmp_path)) == [
+        'durable.manifest.json',
+        'durable.safetensors',
+        'transfer.manifest.json',
+        'transfer.safetensors',
+    ]

@@ -1,4 +1,5 @@
 """Runs every Python block of docs/hooks.md, in order, in one namespace (the page promises they run)."""
+
 import os
 import re
 

@@ -1,12 +1,13 @@
 """Checkpoint hooks on a real learner: periodic saves, pruning, resume == straight run, DI-engine files."""
+
 import os
 
 import pytest
 import torch
+from learner_policies import learner_cfg, make_batch, make_policy
 
 from ding.utils.checkpoint import load_checkpoint, read_manifest
 from ding.worker.learner import BaseLearner
-from learner_policies import learner_cfg, make_batch, make_policy
 
 
 def ckpt_files(dirname='default_experiment/ckpt'):
@@ -35,13 +36,21 @@ def test_save_every_n_iterations_names_and_keep_n(learners):
         if it == 2:  # the 3rd iteration completed
             assert ckpt_files() == ['iteration_3.manifest.json', 'iteration_3.safetensors']
     # Saved after iterations 3 and 6; keep_n=2 keeps both so far.
-    assert ckpt_files() == ['iteration_3.manifest.json', 'iteration_3.safetensors',
-                            'iteration_6.manifest.json', 'iteration_6.safetensors']
+    assert ckpt_files() == [
+        'iteration_3.manifest.json',
+        'iteration_3.safetensors',
+        'iteration_6.manifest.json',
+        'iteration_6.safetensors',
+    ]
     for it in range(7, 12):
         lrn.train(make_batch(it))
     # 9 and the newest kept, 3 and 6 pruned.
-    assert ckpt_files() == ['iteration_12.manifest.json', 'iteration_12.safetensors',
-                            'iteration_9.manifest.json', 'iteration_9.safetensors']
+    assert ckpt_files() == [
+        'iteration_12.manifest.json',
+        'iteration_12.safetensors',
+        'iteration_9.manifest.json',
+        'iteration_9.safetensors',
+    ]
     manifest = read_manifest('default_experiment/ckpt/iteration_12')
     assert manifest['last_iter'] == 12
     # after_run at iteration 12 finds that iteration already saved and writes nothing new.
@@ -148,6 +157,7 @@ def test_load_di_engine_pth_tar(learners):
 
 def test_missing_ckpt_file_raises_naming_it(learners):
     from ding.utils.checkpoint import CheckpointError
+
     lrn = learners(learner_cfg(load_ckpt_before_run='nowhere/iteration_1'))
     with pytest.raises(CheckpointError, match='nowhere/iteration_1'):
         lrn.call_hook('before_run')

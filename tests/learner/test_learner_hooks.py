@@ -1,14 +1,25 @@
 """Hook ordering, hook configs (short and full form) and hook errors, on a real learner."""
+
 import os
 
 import pytest
 from easydict import EasyDict
-
-from ding.worker.learner import (BaseLearner, LearnerHook, LoadCkptHook, LogReduceHook, LogShowHook, SaveCkptHook,
-                                 add_learner_hook, build_learner_hook_by_cfg, create_learner, merge_hooks,
-                                 register_learner_hook, show_hooks)
 from learner_policies import learner_cfg, make_batch, make_policy
 
+from ding.worker.learner import (
+    BaseLearner,
+    LearnerHook,
+    LoadCkptHook,
+    LogReduceHook,
+    LogShowHook,
+    SaveCkptHook,
+    add_learner_hook,
+    build_learner_hook_by_cfg,
+    create_learner,
+    merge_hooks,
+    register_learner_hook,
+    show_hooks,
+)
 
 LOGS = {}  # named call logs for hooks built from configs (configs are deep-copied)
 
@@ -104,35 +115,43 @@ def test_bad_hook_configs_name_the_key():
 
 
 def test_short_form_config_builds_the_builtin_hooks():
-    hooks = build_learner_hook_by_cfg(EasyDict(
-        load_ckpt_before_run='./exp/ckpt/iteration_10',
-        log_show_after_iter=100,
-        save_ckpt_after_iter=1000,
-        save_ckpt_after_run=True,
-        log_reduce_after_iter=True,
-        keep_n=3,
-    ))
+    hooks = build_learner_hook_by_cfg(
+        EasyDict(
+            load_ckpt_before_run='./exp/ckpt/iteration_10',
+            log_show_after_iter=100,
+            save_ckpt_after_iter=1000,
+            save_ckpt_after_run=True,
+            log_reduce_after_iter=True,
+            keep_n=3,
+        )
+    )
     summary = {pos: [(type(h), h.name, h.priority) for h in hs] for pos, hs in hooks.items()}
     assert summary == {
         'before_run': [(LoadCkptHook, 'load_ckpt', 20)],
         'after_run': [(SaveCkptHook, 'save_ckpt_after_run', 20)],
         'before_iter': [],
-        'after_iter': [(LogReduceHook, 'log_reduce_after_iter', 10), (LogShowHook, 'log_show', 20),
-                       (SaveCkptHook, 'save_ckpt_after_iter', 20)],
+        'after_iter': [
+            (LogReduceHook, 'log_reduce_after_iter', 10),
+            (LogShowHook, 'log_show', 20),
+            (SaveCkptHook, 'save_ckpt_after_iter', 20),
+        ],
     }
     assert hooks['before_run'][0].load_path == './exp/ckpt/iteration_10'
     assert hooks['after_iter'][1].freq == 100
     assert hooks['after_iter'][2].freq == 1000 and hooks['after_iter'][2].ext_args.keep_n == 3
     # '' / 0 / False switch the hooks off.
-    off = build_learner_hook_by_cfg(dict(load_ckpt_before_run='', log_show_after_iter=0, save_ckpt_after_iter=0,
-                                         save_ckpt_after_run=False))
+    off = build_learner_hook_by_cfg(
+        dict(load_ckpt_before_run='', log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False)
+    )
     assert all(hs == [] for hs in off.values())
 
 
 def test_full_form_config_builds_registered_hooks(learner):
     calls = LOGS['full'] = []
     hook_cfg = dict(
-        log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False,
+        log_show_after_iter=0,
+        save_ckpt_after_iter=0,
+        save_ckpt_after_run=False,
         late=dict(name='late', type='test_record', position='after_iter', priority=50, ext_args=dict(log='full')),
         early=dict(type='test_record', position='after_iter', priority=5, ext_args=dict(log='full')),
         save=dict(name='save_every_2', type='save_ckpt', position='after_iter', ext_args=dict(freq=2, keep_n=1)),
@@ -174,7 +193,6 @@ def test_di_engine_style_custom_hook_works_unchanged(learner):
     """The shape of a hook written for DI-engine: *args/**kwargs passthrough, ext_args consumed by the subclass."""
 
     class LossWatchHook(LearnerHook):
-
         def __init__(self, *args, ext_args: EasyDict = EasyDict(), **kwargs) -> None:
             super().__init__(*args, **kwargs)
             self._threshold = ext_args['threshold'] if 'threshold' in ext_args else 1e9
@@ -184,7 +202,7 @@ def test_di_engine_style_custom_hook_works_unchanged(learner):
             loss = engine.log_buffer['scalar']['total_loss']
             self.seen.append((engine.last_iter.val, loss < self._threshold))
             if engine.last_iter.val == 1:
-                engine.info('loss watch at iteration {}: {}'.format(engine.last_iter.val, loss))
+                engine.info(f'loss watch at iteration {engine.last_iter.val}: {loss}')
 
     lrn = learner()
     hook = LossWatchHook('loss_watch', 15, position='after_iter', ext_args=EasyDict({'threshold': 1e6}))
@@ -197,8 +215,9 @@ def test_di_engine_style_custom_hook_works_unchanged(learner):
 def test_create_learner_and_default_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = BaseLearner.default_config()
-    assert cfg.hook == dict(load_ckpt_before_run='', log_show_after_iter=100, save_ckpt_after_iter=10000,
-                            save_ckpt_after_run=True, keep_n=5)
+    assert cfg.hook == dict(
+        load_ckpt_before_run='', log_show_after_iter=100, save_ckpt_after_iter=10000, save_ckpt_after_run=True, keep_n=5
+    )
     assert cfg.train_iterations == int(1e9) and cfg.dataloader.num_workers == 0 and cfg.log_policy is True
     cfg.hook.keep_n = 1  # a deep copy: the class defaults stay untouched
     assert BaseLearner.config['hook']['keep_n'] == 5

@@ -1,4 +1,5 @@
 """``BaseLearner.start()`` (parallel mode) with a real ``AsyncDataLoader``: iteration counts, failures, signals."""
+
 import functools
 import itertools
 import os
@@ -8,10 +9,10 @@ import sys
 import time
 
 import pytest
+from learner_policies import learner_cfg, make_batch, make_policy, make_sample
 
 from ding.utils.checkpoint import load_checkpoint
 from ding.worker.learner import BaseLearner, LearnerHook
-from learner_policies import learner_cfg, make_batch, make_policy, make_sample
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -61,8 +62,11 @@ def ckpt_names():
 
 @pytest.mark.parametrize('num_workers', [0, 1])
 def test_start_runs_exactly_train_iterations(learners, num_workers):
-    cfg = dict(learner_cfg(save_ckpt_after_run=True, log_show_after_iter=5), train_iterations=7,
-               dataloader=dict(num_workers=num_workers))
+    cfg = dict(
+        learner_cfg(save_ckpt_after_run=True, log_show_after_iter=5),
+        train_iterations=7,
+        dataloader=dict(num_workers=num_workers),
+    )
     lrn = learners(cfg)
     lrn.get_data = BatchSource(as_callables=num_workers > 0)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
@@ -117,8 +121,7 @@ class SignalAtHook(LearnerHook):
 def test_sigint_stops_after_the_current_iteration(learners):
     lrn = learners(dict(learner_cfg(save_ckpt_after_run=True), train_iterations=1000))
     lrn.get_data = BatchSource()
-    lrn.register_hook(SignalAtHook('sigint_at_3', 50, position='after_iter',
-                                   ext_args={'at': 3, 'sig': signal.SIGINT}))
+    lrn.register_hook(SignalAtHook('sigint_at_3', 50, position='after_iter', ext_args={'at': 3, 'sig': signal.SIGINT}))
     before = signal.getsignal(signal.SIGINT)
     lrn.start()  # returns normally: no KeyboardInterrupt
     assert signal.getsignal(signal.SIGINT) is before
@@ -129,7 +132,7 @@ def test_sigint_stops_after_the_current_iteration(learners):
     assert 'SIGINT received: stopped after iteration 3' in open(LOG_FILE).read()
 
 
-SIGTERM_SCRIPT = r'''
+SIGTERM_SCRIPT = r"""
 import os, sys, itertools
 sys.path[:0] = [{root!r}, {here!r}]
 import torch
@@ -149,15 +152,16 @@ learner.register_hook(Ready('ready', 50, position='after_iter'))
 learner.start()
 print('clean exit after', learner.train_iter, 'done', learner.learn_info['learner_done'], flush=True)
 learner.close()
-'''
+"""
 
 
 def test_sigterm_to_a_subprocess_writes_interrupt_ckpt(tmp_path):
     script = tmp_path / 'run_learner.py'
     script.write_text(SIGTERM_SCRIPT.format(root=ROOT, here=HERE))
     env = dict(os.environ, DING_QUIET='1', OMP_NUM_THREADS='1')
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / 'ready').exists():
@@ -184,6 +188,7 @@ def test_sigterm_to_a_subprocess_writes_interrupt_ckpt(tmp_path):
 def test_close_from_another_thread_stops_start(learners):
     """The comm learner runs start() in a thread and stops it with close()."""
     import threading
+
     lrn = learners(dict(learner_cfg(save_ckpt_after_run=True), train_iterations=10**9))
     lrn.get_data = BatchSource()
     errors = []
@@ -210,7 +215,6 @@ def test_close_from_another_thread_stops_start(learners):
 
 
 class DoubleSigintHook(LearnerHook):
-
     def __call__(self, engine):
         if engine.last_iter.val == 1:
             os.kill(os.getpid(), signal.SIGINT)
@@ -230,7 +234,6 @@ def test_second_sigint_raises_keyboard_interrupt(learners):
 
 
 class StopAtHook(LearnerHook):
-
     def __call__(self, engine):
         if engine.last_iter.val + 1 == self.ext_args['at']:
             engine.stop()

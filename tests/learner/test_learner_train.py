@@ -1,4 +1,5 @@
 """``BaseLearner.train`` on a real policy: priority info, log routing, log table, hook timings, tensorboard."""
+
 import json
 import multiprocessing as mp
 import os
@@ -6,10 +7,10 @@ import re
 import time
 
 import pytest
+from learner_policies import learner_cfg, make_batch, make_policy, read_tb_events
 
 from ding.utils.collate import default_collate
 from ding.worker.learner import BaseLearner, LearnerHook
-from learner_policies import learner_cfg, make_batch, make_policy, read_tb_events
 
 LOG_FILE = 'default_experiment/log/learner/learner_logger.txt'
 TB_DIR = 'default_experiment/log/learner/learner'
@@ -27,7 +28,6 @@ class SnapshotHook(LearnerHook):
 
 
 class SleepHook(LearnerHook):
-
     def __call__(self, engine):
         time.sleep(self.ext_args['seconds'])
 
@@ -95,7 +95,7 @@ def test_log_table_shows_averages_since_last_show(learners):
     text = open(LOG_FILE).read()
     assert 'learner iteration 2: averages over 2 iterations' in text
     assert 'learner iteration 4: averages over 2 iterations' in text
-    second = text[text.index('learner iteration 4'):]
+    second = text[text.index('learner iteration 4') :]
     expected = (losses[2] + losses[3]) / 2
     assert re.search(r'total_loss \| ' + re.escape(f'{expected:.6g}'), second)
     assert re.search(r'cur_lr\s+\| 0.01', second)
@@ -117,7 +117,7 @@ def test_hook_times_are_logged_and_sent_to_tensorboard(learners):
     assert float(row.group(1)) >= 10.0 and float(row.group(2)) >= 30.0  # avg ms per call, total ms
     assert re.search(r'log_show\s+\| after_iter \| 2 ', text)  # its own 3rd call is still running
     events = read_tb_events(TB_DIR)
-    (step, ms), = events['learner_hook_time/slow_hook']
+    ((step, ms),) = events['learner_hook_time/slow_hook']
     assert step == 3 and ms >= 10.0
 
 
@@ -127,6 +127,7 @@ def test_tensorboard_is_only_created_when_something_is_shown(learners):
     quiet.close()
     assert os.path.exists(LOG_FILE) and not os.path.exists(TB_DIR)
     from tensorboardX import SummaryWriter
+
     writer = SummaryWriter('given_tb')
     try:
         lrn = learners(learner_cfg(log_show_after_iter=1), tb_logger=writer, exp_name='exp2')
@@ -174,6 +175,7 @@ def test_train_errors_and_close_is_idempotent(learners):
 def _reduce_worker(rank, tmpdir):
     import torch
     import torch.distributed as dist
+
     torch.set_num_threads(1)
     os.chdir(tmpdir)
     dist.init_process_group('gloo', init_method=f'file://{tmpdir}/pg', rank=rank, world_size=2)
@@ -184,8 +186,14 @@ def _reduce_worker(rank, tmpdir):
         raw = lrn.train(make_batch(rank))['total_loss']
         lrn.close()
         with open(f'{tmpdir}/rank{rank}.json', 'w') as f:
-            json.dump({'raw': raw, 'reduced': snap.seen[0]['scalar']['total_loss'],
-                       'hooks': [h.name for h in lrn.hooks['after_iter']]}, f)
+            json.dump(
+                {
+                    'raw': raw,
+                    'reduced': snap.seen[0]['scalar']['total_loss'],
+                    'hooks': [h.name for h in lrn.hooks['after_iter']],
+                },
+                f,
+            )
     finally:
         dist.destroy_process_group()
 
@@ -216,8 +224,13 @@ def test_log_reduce_averages_over_ranks(tmp_path, monkeypatch):
 
 
 def test_log_reduce_is_a_no_op_without_process_group(learners):
-    lrn = learners(dict(hook=dict(log_reduce_after_iter=True, log_show_after_iter=0, save_ckpt_after_iter=0,
-                                  save_ckpt_after_run=False)))
+    lrn = learners(
+        dict(
+            hook=dict(
+                log_reduce_after_iter=True, log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False
+            )
+        )
+    )
     snap = SnapshotHook(priority=15)
     lrn.register_hook(snap)
     raw = lrn.train(make_batch(0))['total_loss']

@@ -26,8 +26,9 @@ def test_dqn_outputs_one_q_per_action(dueling):
 
 
 def test_dqn_accepts_list_shapes_and_a_wider_head():
-    model = DQN(obs_shape=[4], action_shape=[3], encoder_hidden_size_list=[32, 16], head_hidden_size=64,
-                head_layer_num=2)
+    model = DQN(
+        obs_shape=[4], action_shape=[3], encoder_hidden_size_list=[32, 16], head_hidden_size=64, head_layer_num=2
+    )
     assert model(torch.randn(2, 4))['logit'].shape == (2, 3)
 
 
@@ -52,8 +53,7 @@ def test_create_model_uses_the_registry_and_keeps_the_config():
 
 
 def test_vac_discrete_modes():
-    model = VAC(4, 2, encoder_hidden_size_list=[64, 64, 128], actor_head_hidden_size=128,
-                critic_head_hidden_size=128)
+    model = VAC(4, 2, encoder_hidden_size_list=[64, 64, 128], actor_head_hidden_size=128, critic_head_hidden_size=128)
     x = torch.randn(3, 4)
     assert model(x, 'compute_actor')['logit'].shape == (3, 2)
     assert model(x, 'compute_critic')['value'].shape == (3,)
@@ -65,16 +65,31 @@ def test_vac_discrete_modes():
 
 
 def test_vac_head_width_may_differ_from_encoder_output():
-    model = VAC(4, 2, encoder_hidden_size_list=[32, 16], actor_head_hidden_size=64, critic_head_hidden_size=8,
-                share_encoder=False)
+    model = VAC(
+        4,
+        2,
+        encoder_hidden_size_list=[32, 16],
+        actor_head_hidden_size=64,
+        critic_head_hidden_size=8,
+        share_encoder=False,
+    )
     out = model(torch.randn(2, 4), 'compute_actor_critic')
     assert out['logit'].shape == (2, 2) and out['value'].shape == (2,)
 
 
 @pytest.mark.parametrize('sigma_type', ['independent', 'conditioned', 'fixed'])
 def test_vac_continuous_gaussian_head(sigma_type):
-    model = VAC(3, 2, action_space='continuous', encoder_hidden_size_list=[64, 64], actor_head_layer_num=0,
-                critic_head_layer_num=0, sigma_type=sigma_type, bound_type='tanh', fixed_sigma_value=0.3)
+    model = VAC(
+        3,
+        2,
+        action_space='continuous',
+        encoder_hidden_size_list=[64, 64],
+        actor_head_layer_num=0,
+        critic_head_layer_num=0,
+        sigma_type=sigma_type,
+        bound_type='tanh',
+        fixed_sigma_value=0.3,
+    )
     out = model(torch.randn(5, 3) * 100, 'compute_actor_critic')
     mu, sigma = out['logit']['mu'], out['logit']['sigma']
     assert mu.shape == sigma.shape == (5, 2)
@@ -99,5 +114,7 @@ def test_fc_encoder_layers_and_activation_by_name():
 def test_shared_encoder_appears_once_in_the_state_dict():
     model = VAC(4, 2)
     keys = list(model.state_dict())
-    assert sum(k.startswith('encoder.') for k in keys) == 6 and not any(k.startswith(('actor.', 'critic.')) for k in keys)
+    assert sum(k.startswith('encoder.') for k in keys) == 6 and not any(
+        k.startswith(('actor.', 'critic.')) for k in keys
+    )
     assert model.actor[0] is model.encoder and model.critic[1] is model.critic_head

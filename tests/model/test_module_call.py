@@ -1,4 +1,5 @@
 """``fast_call``: the models' direct sub-module path gives bit-identical numbers and still honours hooks/tracers."""
+
 import copy
 
 import pytest
@@ -47,11 +48,24 @@ MODELS = {
     'dqn_dueling': (lambda: DQN(4, 2, [128, 128, 64]), lambda m, x: m(x)),
     'dqn_plain_2layer_head': (lambda: DQN(4, 3, [32, 16], dueling=False, head_layer_num=2), lambda m, x: m(x)),
     'dqn_tanh_layernorm': (lambda: DQN(4, 2, [32, 32], activation=nn.Tanh(), norm_type='LN'), lambda m, x: m(x)),
-    'vac_discrete': (lambda: VAC(4, 2, encoder_hidden_size_list=[64, 64, 128], actor_head_hidden_size=128,
-                                 critic_head_hidden_size=128), lambda m, x: m(x, 'compute_actor_critic')),
-    'vac_continuous_separate': (lambda: VAC(3, 2, action_space='continuous', share_encoder=False,
-                                            encoder_hidden_size_list=[32, 32], sigma_type='conditioned',
-                                            bound_type='tanh'), lambda m, x: m(x, 'compute_actor_critic')),
+    'vac_discrete': (
+        lambda: VAC(
+            4, 2, encoder_hidden_size_list=[64, 64, 128], actor_head_hidden_size=128, critic_head_hidden_size=128
+        ),
+        lambda m, x: m(x, 'compute_actor_critic'),
+    ),
+    'vac_continuous_separate': (
+        lambda: VAC(
+            3,
+            2,
+            action_space='continuous',
+            share_encoder=False,
+            encoder_hidden_size_list=[32, 32],
+            sigma_type='conditioned',
+            bound_type='tanh',
+        ),
+        lambda m, x: m(x, 'compute_actor_critic'),
+    ),
 }
 
 
@@ -102,8 +116,8 @@ def test_parameters_are_read_at_call_time():
     model.load_state_dict(other.state_dict())
     assert torch.equal(model(x)['logit'], other(x)['logit'])
     zeros = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
-    assert torch.equal(torch.func.functional_call(model, zeros, (x, ))['logit'], torch.zeros(3, 2))
-    model.head.A[-1].bias = nn.Parameter(torch.full((2, ), 5.0))
+    assert torch.equal(torch.func.functional_call(model, zeros, (x,))['logit'], torch.zeros(3, 2))
+    model.head.A[-1].bias = nn.Parameter(torch.full((2,), 5.0))
     model.head.A[-1].weight = nn.Parameter(torch.zeros(2, 16))
     q = model(x)['logit']
     assert torch.equal(q[:, 0], q[:, 1])  # equal advantages: both actions get V
@@ -111,9 +125,21 @@ def test_parameters_are_read_at_call_time():
 
 def test_state_dict_keys_are_unchanged():
     assert list(DQN(4, 2, [128, 128, 64]).state_dict()) == [
-        'encoder.main.0.weight', 'encoder.main.0.bias', 'encoder.main.2.weight', 'encoder.main.2.bias',
-        'encoder.main.4.weight', 'encoder.main.4.bias', 'head.A.0.weight', 'head.A.0.bias', 'head.A.2.weight',
-        'head.A.2.bias', 'head.V.0.weight', 'head.V.0.bias', 'head.V.2.weight', 'head.V.2.bias']
+        'encoder.main.0.weight',
+        'encoder.main.0.bias',
+        'encoder.main.2.weight',
+        'encoder.main.2.bias',
+        'encoder.main.4.weight',
+        'encoder.main.4.bias',
+        'head.A.0.weight',
+        'head.A.0.bias',
+        'head.A.2.weight',
+        'head.A.2.bias',
+        'head.V.0.weight',
+        'head.V.0.bias',
+        'head.V.2.weight',
+        'head.V.2.bias',
+    ]
 
 
 def test_dropout_keeps_its_train_and_eval_behaviour():

@@ -1,25 +1,26 @@
 """Fixtures for the parallel tests: a coordinator driving real toy slaves (HTTP servers) in this process."""
+
 import time
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from ding.config.parallel import compile_config_parallel
 from ding.worker.coordinator.coordinator import Coordinator
-
 from tests.parallel.toy_workers import ToyCollectorSlave, ToyLearnerSlave, toy_config
 
 
 class ToyCluster:
     """A compiled toy config, its slaves (started on free ports) and the coordinator that drives them."""
 
-    def __init__(self, cfg: Any, learners: List[ToyLearnerSlave], collectors: List[ToyCollectorSlave]) -> None:
+    def __init__(self, cfg: Any, learners: list[ToyLearnerSlave], collectors: list[ToyCollectorSlave]) -> None:
         self.cfg = cfg
         self.learners = learners
         self.collectors = collectors
         self.coordinator = Coordinator(cfg)
 
-    def run(self, timeout: float = 30.0) -> Dict[str, Any]:
+    def run(self, timeout: float = 30.0) -> dict[str, Any]:
         """Start the coordinator, wait for the end of the run (or ``timeout``), close it; return its summary."""
         self.coordinator.start()
         deadline = time.time() + timeout
@@ -33,12 +34,13 @@ class ToyCluster:
 def toy_cluster(tmp_path, monkeypatch) -> Callable[..., ToyCluster]:
     """``toy_cluster(learner_kwargs=[{}], collector_kwargs=[{}, {}], **toy_config_kwargs)``."""
     monkeypatch.chdir(tmp_path)
-    slaves: List[Any] = []
-    clusters: List[ToyCluster] = []
+    slaves: list[Any] = []
+    clusters: list[ToyCluster] = []
 
-    def make(learner_kwargs=({}, ), collector_kwargs=({}, {}), **kwargs: Any) -> ToyCluster:
-        main, create, system = toy_config('toy', collector_num=len(collector_kwargs), learner_num=len(learner_kwargs),
-                                          **kwargs)
+    def make(learner_kwargs=({},), collector_kwargs=({}, {}), **kwargs: Any) -> ToyCluster:
+        main, create, system = toy_config(
+            'toy', collector_num=len(collector_kwargs), learner_num=len(learner_kwargs), **kwargs
+        )
         cfg = compile_config_parallel(main, create, system, seed=0)
         learners = [ToyLearnerSlave(**kw) for kw in learner_kwargs]
         collectors = [ToyCollectorSlave(**kw) for kw in collector_kwargs]

@@ -1,9 +1,9 @@
 """Finding the parallel pipeline's worker processes from a test (a /proc scan, no psutil)."""
+
 import os
-from typing import List
 
 
-def worker_pids(marker: str) -> List[int]:
+def worker_pids(marker: str) -> list[int]:
     """Pids of live worker processes whose command line mentions ``marker``."""
     pids = []
     for entry in os.listdir('/proc'):

@@ -1,16 +1,19 @@
 """Commander decisions (no network): which tasks start when, what they carry, when the run ends."""
+
 import time
 
 import pytest
 from easydict import EasyDict
 
 from ding.config.parallel import compile_config_parallel
-from ding.worker.coordinator.base_parallel_commander import TaskSpace, create_parallel_commander, \
-    get_parallel_commander_cls
+from ding.worker.coordinator.base_parallel_commander import (
+    TaskSpace,
+    create_parallel_commander,
+    get_parallel_commander_cls,
+)
 from ding.worker.coordinator.naive_parallel_commander import NaiveCommander
 from ding.worker.coordinator.resource_manager import NaiveResourceManager
 from ding.worker.coordinator.solo_parallel_commander import SoloCommander
-
 from tests.parallel.toy_workers import toy_config
 
 
@@ -85,8 +88,9 @@ def test_solo_failed_tasks_free_their_space(main_cfg):
 
 
 def test_naive_runs_a_fixed_number_of_tasks(main_cfg):
-    cfg = main_cfg(collector_num=2, commander='naive',
-                   commander_extra=dict(collector_task_num=3, collect_setting=dict(eps=0.3)))
+    cfg = main_cfg(
+        collector_num=2, commander='naive', commander_extra=dict(collector_task_num=3, collect_setting=dict(eps=0.3))
+    )
     commander = create_parallel_commander(cfg)
     assert isinstance(commander, NaiveCommander)
     commander.get_learner_task()

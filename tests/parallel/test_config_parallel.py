@@ -1,4 +1,5 @@
 """compile_config_parallel / parallel_transform: defaults, worker entries, ports, paths, errors."""
+
 import os
 import socket
 
@@ -55,8 +56,10 @@ def test_cartpole_parallel_config_compiles_with_every_process_named(in_tmp):
 def test_collector_task_space_follows_collector_num_unless_given(in_tmp):
     main, create, system = read_config(CONFIG)
     main.policy.collect.collector.collector_num = 4
-    assert compile_config_parallel(main, create, system, save_cfg=False).main.policy.other.commander \
-        .collector_task_space == 4
+    assert (
+        compile_config_parallel(main, create, system, save_cfg=False).main.policy.other.commander.collector_task_space
+        == 4
+    )
     main.policy.other.commander.collector_task_space = 1
     cfg = compile_config_parallel(main, create, system, save_cfg=False)
     assert cfg.main.policy.other.commander.collector_task_space == 1 and len(cfg.system.collector) == 4
@@ -80,16 +83,19 @@ def test_bad_keys_are_reported_with_their_path(in_tmp):
 
 
 def _raw(**system):
-    main = EasyDict(exp_name='exp', policy=dict(learn=dict(learner=dict(learner_num=2)),
-                                                 collect=dict(collector=dict(collector_num=1))))
+    main = EasyDict(
+        exp_name='exp',
+        policy=dict(learn=dict(learner=dict(learner_num=2)), collect=dict(collector=dict(collector_num=1))),
+    )
     base = dict(comm_learner=dict(type='flask_fs'), comm_collector=dict(type='flask_fs'))
     base.update(system)
     return EasyDict(main=main, system=base)
 
 
 def test_parallel_transform_keeps_given_entries_and_spreads_hosts(in_tmp):
-    cfg = parallel_transform(_raw(learner=dict(learner1=dict(port=23456, heartbeat_span=1.0))),
-                             learner_host=['127.0.0.1', 'localhost'])
+    cfg = parallel_transform(
+        _raw(learner=dict(learner1=dict(port=23456, heartbeat_span=1.0))), learner_host=['127.0.0.1', 'localhost']
+    )
     assert cfg.system.learner.learner0.host == '127.0.0.1'
     assert cfg.system.learner.learner1.host == 'localhost'
     assert cfg.system.learner.learner1.port == 23456 and cfg.system.learner.learner1.heartbeat_span == 1.0

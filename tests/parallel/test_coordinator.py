@@ -1,4 +1,5 @@
 """The coordinator driving real toy slaves over HTTP: data flow, end of run, failures and reassignment."""
+
 import os
 import time
 
@@ -48,8 +49,9 @@ def test_solo_run_moves_metadata_from_collectors_to_learner_until_the_stop_value
 
 
 def test_naive_run_ends_after_its_fixed_tasks(toy_cluster):
-    cluster = toy_cluster(commander='naive', stop_value=1e9,
-                          commander_extra=dict(collector_task_num=3, collect_setting=dict(eps=0.2)))
+    cluster = toy_cluster(
+        commander='naive', stop_value=1e9, commander_extra=dict(collector_task_num=3, collect_setting=dict(eps=0.2))
+    )
     summary = cluster.run()
     tasks = [t for c in cluster.collectors for t in c.tasks]
     assert len(tasks) == 3 and all(t['policy_kwargs'] == {'eps': 0.2} for t in tasks)
@@ -90,9 +92,9 @@ def test_dead_collector_is_noticed_and_its_task_goes_to_a_live_one(toy_cluster):
 def test_dead_learner_task_moves_to_the_other_learner_and_resumes(toy_cluster):
     cluster = toy_cluster(stop_value=25, learner_kwargs=({'iter_sleep': 0.02}, {'iter_sleep': 0.02}))
     cluster.coordinator.start()
-    assert _wait(lambda: any(l.iter >= 5 for l in cluster.learners))
-    victim = next(l for l in cluster.learners if l.task_info is not None)
-    survivor = next(l for l in cluster.learners if l is not victim)
+    assert _wait(lambda: any(learner.iter >= 5 for learner in cluster.learners))
+    victim = next(learner for learner in cluster.learners if learner.task_info is not None)
+    survivor = next(learner for learner in cluster.learners if learner is not victim)
     task_id = victim.task_info['task_id']
     cluster.coordinator.notify_worker_dead('learner', 'learner0' if victim is cluster.learners[0] else 'learner1')
     victim.close()
@@ -109,8 +111,12 @@ def test_dead_learner_task_moves_to_the_other_learner_and_resumes(toy_cluster):
 
 
 def test_hung_collector_times_out_and_its_task_is_reassigned(toy_cluster):
-    cluster = toy_cluster(stop_value=30, collector_kwargs=({'hang': True}, {}), learner_kwargs=({'iter_sleep': 0.05}, ),
-                          coordinator=dict(collector_request_timeout=1.0))
+    cluster = toy_cluster(
+        stop_value=30,
+        collector_kwargs=({'hang': True}, {}),
+        learner_kwargs=({'iter_sleep': 0.05},),
+        coordinator=dict(collector_request_timeout=1.0),
+    )
     summary = cluster.run(timeout=40)
     assert summary['solved']
     hung_tasks = {t['task_id'] for t in cluster.collectors[0].tasks}
@@ -121,8 +127,12 @@ def test_hung_collector_times_out_and_its_task_is_reassigned(toy_cluster):
 def test_max_staleness_keeps_stale_metadata_from_the_learner(toy_cluster):
     # Collectors load the weights only when a task starts, so their data falls behind the learner.
     stale = dict(read_policy_every_call=False, calls_per_task=12, samples_per_call=4)
-    cluster = toy_cluster(stop_value=20, collector_kwargs=(stale, stale), eval_interval=0.3,
-                          replay_buffer=dict(max_staleness=3, priority=False))
+    cluster = toy_cluster(
+        stop_value=20,
+        collector_kwargs=(stale, stale),
+        eval_interval=0.3,
+        replay_buffer=dict(max_staleness=3, priority=False),
+    )
     summary = cluster.run(timeout=40)
     assert summary['solved']
     assert cluster.learners[0].max_lag <= 3
@@ -140,10 +150,12 @@ def test_malformed_requests_to_the_master_get_4xx_and_change_nothing(toy_cluster
     session.trust_env = False
     answers = [
         session.put(url + '/slave/task/complete', data=b'not json', timeout=5),
-        session.put(url + '/slave/task/complete', json={'task': {'id': 'x'}, 'result': {}}, timeout=5,
-                    headers={'Channel': '0'}),
-        session.put(url + '/slave/task/fail', json={'task': {'id': 'x'}}, timeout=5,
-                    headers={'Channel': '0', 'Token': 'forged'}),
+        session.put(
+            url + '/slave/task/complete', json={'task': {'id': 'x'}, 'result': {}}, timeout=5, headers={'Channel': '0'}
+        ),
+        session.put(
+            url + '/slave/task/fail', json={'task': {'id': 'x'}}, timeout=5, headers={'Channel': '0', 'Token': 'forged'}
+        ),
         session.get(url + '/slave/heartbeat', headers={'Channel': '7', 'Token': 'forged'}, timeout=5),
         session.post(url + '/no/such/route', json={}, timeout=5),
         session.delete(url + '/shutdown', headers={'Token': 'forged'}, timeout=5),
@@ -159,8 +171,11 @@ def test_malformed_requests_to_the_master_get_4xx_and_change_nothing(toy_cluster
 
 
 def test_pacing_holds_collectors_to_a_few_samples_per_learner_iteration(toy_cluster):
-    cluster = toy_cluster(stop_value=1e9, coordinator=dict(max_samples_per_iter=2, pacing_warmup_samples=16),
-                          learner_kwargs=({'iter_sleep': 0.01}, ))
+    cluster = toy_cluster(
+        stop_value=1e9,
+        coordinator=dict(max_samples_per_iter=2, pacing_warmup_samples=16),
+        learner_kwargs=({'iter_sleep': 0.01},),
+    )
     cluster.coordinator._max_train_iter = 40
     summary = cluster.run()
     assert summary['reason'] == 'max_train_iter reached'

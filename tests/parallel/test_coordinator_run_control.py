@@ -1,5 +1,6 @@
 """The coordinator's side of run control and resume: tunes forwarded to the learner or applied to the pacing,
 keys parallel mode has no use for refused, and the counters a resumed run continues from."""
+
 import json
 import os
 
@@ -14,8 +15,14 @@ MODEL = dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[16, 16])
 
 
 def test_learner_side_applies_forwarded_loss_weights_and_batch_size_to_the_policy():
-    ppo = PPOPolicy(dict(type='ppo', model=dict(MODEL, actor_head_hidden_size=16, critic_head_hidden_size=16),
-                         learn=dict(batch_size=16, learning_rate=3e-3)), enable_field=['learn'])
+    ppo = PPOPolicy(
+        dict(
+            type='ppo',
+            model=dict(MODEL, actor_head_hidden_size=16, critic_head_hidden_size=16),
+            learn=dict(batch_size=16, learning_rate=3e-3),
+        ),
+        enable_field=['learn'],
+    )
     control = RunControl()
     assert register_loss_weights(control, ppo.learn_mode) == ['entropy_weight', 'value_weight']
     register_batch_size_attribute(control, ppo.learn_mode)
@@ -42,11 +49,13 @@ def test_tunes_are_checked_forwarded_once_and_kept_for_later_learner_tasks(toy_c
         coordinator.attach_service(runtime)
         control = runtime.control
         assert {'learning_rate', 'batch_size', 'max_samples_per_iter'} <= set(control.tunable_keys)
-        for changes, needle in (({'update_per_collect': 2}, 'update_per_collect'),
-                                ({'entropy_weight': 0.1}, 'entropy_weight'),
-                                ({'batch_size': 0}, '[1, 65536]'),
-                                ({'batch_size': 2000}, 'replay_buffer_size = 1000'),
-                                ({'max_samples_per_iter': -1}, '(0, 1000000]')):
+        for changes, needle in (
+            ({'update_per_collect': 2}, 'update_per_collect'),
+            ({'entropy_weight': 0.1}, 'entropy_weight'),
+            ({'batch_size': 0}, '[1, 65536]'),
+            ({'batch_size': 2000}, 'replay_buffer_size = 1000'),
+            ({'max_samples_per_iter': -1}, '(0, 1000000]'),
+        ):
             with pytest.raises(TuneError) as err:
                 control.request_tune(changes)
             assert needle in err.value.message

@@ -5,6 +5,7 @@ around the coordinator: config preparation (``prepare_run``: its compile goes to
 coordinator with its commander (epsilon from the command mode), a replay buffer with sample metadata and the
 sample-file clean-up; then asserts torch was never imported. The last one checks the real CLI run.
 """
+
 import math
 import os
 import subprocess
@@ -21,7 +22,7 @@ from ding.worker.coordinator.base_parallel_commander import BUILTIN_COMMAND_MODE
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
 
-COORDINATOR_PROCESS = textwrap.dedent(f'''
+COORDINATOR_PROCESS = textwrap.dedent(f"""
     import os, sys
     from ding.config.loader import read_config
     from ding.entry.parallel_entry import parallel_pipeline  # what the CLI imports for -m parallel
@@ -46,18 +47,25 @@ COORDINATOR_PROCESS = textwrap.dedent(f'''
     coordinator.close()
     assert 'torch' not in sys.modules, 'the coordinator process imported torch'
     print('torch-free')
-''')
+""")
 
 
 def test_coordinator_process_never_imports_torch(tmp_path):
-    out = subprocess.run([sys.executable, '-c', COORDINATOR_PROCESS], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'), timeout=120)
+    out = subprocess.run(
+        [sys.executable, '-c', COORDINATOR_PROCESS],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1'),
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert 'torch-free' in out.stdout
 
 
-@pytest.mark.parametrize('eps', [dict(type='linear', start=0.95, end=0.1, decay=10000),
-                                 dict(type='exp', start=1.0, end=0.05, decay=300)])
+@pytest.mark.parametrize(
+    'eps', [dict(type='linear', start=0.95, end=0.1, decay=10000), dict(type='exp', start=1.0, end=0.05, decay=300)]
+)
 def test_builtin_command_modes_give_the_policy_settings(eps):
     """The torch-free command mode of each built-in ``*_command`` type == its registered policy's."""
     for policy_type in BUILTIN_COMMAND_MODES:
@@ -78,8 +86,12 @@ def test_builtin_command_modes_give_the_policy_settings(eps):
 def test_run_control_retunes_the_torch_free_schedule():
     """Run control swaps ``epsilon_greedy`` on the object behind ``get_setting_collect`` (both kinds)."""
     from ding.rl_utils import get_epsilon_greedy_fn
-    cfg = EasyDict(type='dqn_command', model=dict(obs_shape=4, action_shape=2),
-                   other=dict(eps=dict(type='linear', start=1.0, end=0.0, decay=100)))
+
+    cfg = EasyDict(
+        type='dqn_command',
+        model=dict(obs_shape=4, action_shape=2),
+        other=dict(eps=dict(type='linear', start=1.0, end=0.0, decay=100)),
+    )
     for mode in (command_policy(EasyDict(policy=cfg)), create_policy(cfg, enable_field=['command']).command_mode):
         owner = mode.get_setting_collect.__self__
         owner.epsilon_greedy = get_epsilon_greedy_fn(0.5, 0.5, 1, 'linear')
@@ -89,8 +101,7 @@ def test_run_control_retunes_the_torch_free_schedule():
 def test_missing_eps_and_counters_are_named():
     with pytest.raises(KeyError, match='policy.other.eps'):
         command_policy(EasyDict(policy=dict(type='dqn_command', other=dict())))
-    mode = command_policy(EasyDict(policy=dict(type='dqn_command', other=dict(eps=dict(start=1.0, end=0.1,
-                                                                                      decay=10)))))
+    mode = command_policy(EasyDict(policy=dict(type='dqn_command', other=dict(eps=dict(start=1.0, end=0.1, decay=10)))))
     with pytest.raises(KeyError, match="needs 'envstep'"):
         mode.get_setting_collect({'learner_step': 3})
 
@@ -107,9 +118,13 @@ def _maps_torch(pid: int) -> bool:
 def test_cli_main_process_maps_no_libtorch(tmp_path):
     """``ding -m parallel`` on CartPole: while it runs, the main process never maps libtorch."""
     env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', DING_QUIET='1', OMP_NUM_THREADS='1')
-    proc = subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0',
-                             '--env-step', '3000'], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0', '--env-step', '3000'],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         samples = 0
         while proc.poll() is None:
@@ -129,13 +144,16 @@ def test_cli_main_process_maps_no_libtorch(tmp_path):
 def test_lazy_packages_resolve_every_name():
     """``ding.utils`` and ``ding.rl_utils`` import their torch parts on first use, under the same names."""
     import importlib
+
     import ding.rl_utils
     import ding.utils
+
     for package in (ding.utils, ding.rl_utils):
         for name in package.__all__:
             assert getattr(package, name) is not None, (package.__name__, name)
     importlib.import_module('ding.rl_utils.gae')  # a submodule named like its function does not shadow it
     from ding.rl_utils import gae
+
     assert callable(gae) and ding.rl_utils.gae is gae
     with pytest.raises(AttributeError, match='no_such_name'):
-        ding.utils.no_such_name
+        _ = ding.utils.no_such_name

@@ -3,6 +3,7 @@
 Runs the CLI in a subprocess (what a user types: ``ding -m parallel -c <config> -s 0``), checks the
 summary line, and that no worker process is left; the second test SIGKILLs a collector mid-run.
 """
+
 import json
 import os
 import re
@@ -22,14 +23,22 @@ EXP = 'cartpole_dqn_parallel'
 # Most runs solve in 6-15 s; asynchronous DQN has a tail (the greedy return can hover at 150-190 for a while)
 # that sometimes takes a few minutes. Speed is measured by benchmarks/parallel_cartpole.py, not here.
 RUN_BUDGET = 360
-SUMMARY = re.compile(r'\[ding\] cartpole_dqn_parallel: SOLVED \| stop value 195 \| '
-                     r'env steps (\d+) \| train iters (\d+)')
+SUMMARY = re.compile(
+    r'\[ding\] cartpole_dqn_parallel: SOLVED \| stop value 195 \| '
+    r'env steps (\d+) \| train iters (\d+)'
+)
 
 
 def start_cli(cwd):
     env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', DING_QUIET='1')
-    return subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0'],
-                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0'],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc, timeout):
@@ -64,8 +73,11 @@ def test_cli_parallel_cartpole_survives_a_sigkilled_collector(tmp_path):
             time.sleep(0.1)
         victim = json.loads(ready.read_text())['pid']
         # Kill it in its first collect task: a fixed delay could let the run reach the stop value first.
-        while time.time() < deadline and proc.poll() is None and not (
-                log_path.exists() and 'started on collector0' in log_path.read_text()):
+        while (
+            time.time() < deadline
+            and proc.poll() is None
+            and not (log_path.exists() and 'started on collector0' in log_path.read_text())
+        ):
             time.sleep(0.05)
         os.kill(victim, signal.SIGKILL)
     except BaseException:

@@ -3,6 +3,7 @@
 Each test starts a learner and two collector processes (``python -m ding.entry.parallel_worker``), so
 the file is marked slow.
 """
+
 import json
 import os
 import signal
@@ -20,9 +21,8 @@ from ding.config.parallel import compile_config_parallel
 from ding.entry.parallel_entry import WorkerProcess, parallel_pipeline, stop_workers
 from ding.entry.parallel_worker import EXIT_PORT_IN_USE
 from ding.worker.coordinator.coordinator import Coordinator
-
-from tests.parallel.toy_workers import toy_config
 from tests.parallel.processes import worker_pids
+from tests.parallel.toy_workers import toy_config
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -128,21 +128,26 @@ def test_sigkilled_learner_is_restarted_and_resumes(tmp_path, monkeypatch):
     assert worker_pids(str(tmp_path)) == []
 
 
-PIPELINE_SCRIPT = textwrap.dedent('''
+PIPELINE_SCRIPT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     from tests.parallel.toy_workers import toy_config
     from ding.entry.parallel_entry import parallel_pipeline
     parallel_pipeline(toy_config({exp!r}, stop_value=1e9), seed=0)
-''')
+""")
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL], ids=['sigterm', 'sigkill'])
 def test_a_stopped_pipeline_leaves_no_worker_behind(tmp_path, sig):
     exp = f'toy_{sig.name.lower()}'
     env = dict(os.environ, DING_PROGRESS='0')
-    proc = subprocess.Popen([sys.executable, '-c', PIPELINE_SCRIPT.format(root=ROOT, exp=exp)], cwd=tmp_path,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, '-c', PIPELINE_SCRIPT.format(root=ROOT, exp=exp)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         names = ('learner0', 'collector0', 'collector1')
         assert wait_for(lambda: all(ready_pid(tmp_path / exp, n) for n in names), 120)
@@ -172,9 +177,23 @@ def test_a_worker_whose_port_is_taken_exits_with_its_own_code(tmp_path, monkeypa
         cfg.system.collector.collector0.port = holder.getsockname()[1]
         path = tmp_path / 'cfg.json'
         path.write_text(json.dumps(cfg))
-        code = subprocess.run([sys.executable, '-m', 'ding.entry.parallel_worker', '--role', 'collector', '--name',
-                               'collector0', '--config', str(path)], cwd=tmp_path, timeout=120,
-                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True).returncode
+        code = subprocess.run(
+            [
+                sys.executable,
+                '-m',
+                'ding.entry.parallel_worker',
+                '--role',
+                'collector',
+                '--name',
+                'collector0',
+                '--config',
+                str(path),
+            ],
+            cwd=tmp_path,
+            timeout=120,
+            env=dict(os.environ, PYTHONPATH=ROOT),
+            capture_output=True,
+        ).returncode
     finally:
         holder.close()
     assert code == EXIT_PORT_IN_USE
@@ -183,13 +202,17 @@ def test_a_worker_whose_port_is_taken_exits_with_its_own_code(tmp_path, monkeypa
 def test_heartbeats_reveal_a_killed_worker_without_help_from_the_pipeline(tmp_path, monkeypatch):
     """No supervisor here: only the interaction layer can tell the coordinator that collector0 is gone."""
     monkeypatch.chdir(tmp_path)
-    cfg = compile_config_parallel(*toy_config('toy_hb', stop_value=1e9,
-                                              collector_extra=dict(calls_per_task=1000, step_sleep=0.05)), seed=0)
+    cfg = compile_config_parallel(
+        *toy_config('toy_hb', stop_value=1e9, collector_extra=dict(calls_per_task=1000, step_sleep=0.05)), seed=0
+    )
     config_json = tmp_path / 'parallel_config.json'
     config_json.write_text(json.dumps(cfg))
     os.makedirs('run', exist_ok=True)
-    workers = [WorkerProcess(role, name, str(config_json), 'run', '.') for role in ('learner', 'collector')
-               for name in cfg.system[role]]
+    workers = [
+        WorkerProcess(role, name, str(config_json), 'run', '.')
+        for role in ('learner', 'collector')
+        for name in cfg.system[role]
+    ]
     coordinator = None
     try:
         for w in workers:

@@ -1,5 +1,6 @@
 """Warm workers: the pipeline starts its worker processes while the config compiles (they import torch
 meanwhile) and hands each one the worker it becomes; one it does not need ends having written nothing."""
+
 import os
 import subprocess
 import sys
@@ -16,9 +17,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _warm(tmp_path, stdin: bytes) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', 'ding.entry.parallel_worker', '--warm', str(tmp_path / 'exp')],
-                          input=stdin, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, '-m', 'ding.entry.parallel_worker', '--warm', str(tmp_path / 'exp')],
+        input=stdin,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def test_a_warm_worker_that_is_not_needed_ends_without_a_trace(tmp_path):
@@ -30,7 +36,7 @@ def test_a_warm_worker_that_is_not_needed_ends_without_a_trace(tmp_path):
 def test_a_warm_worker_refuses_a_malformed_assignment(tmp_path):
     done = _warm(tmp_path, b'{"role": "learner"}\n')
     assert done.returncode == 2
-    assert b"bad assignment '{\"role\": \"learner\"}\\n'" in done.stderr and b'KeyError' in done.stderr
+    assert b'bad assignment \'{"role": "learner"}\\n\'' in done.stderr and b'KeyError' in done.stderr
 
 
 def test_a_config_that_does_not_compile_leaves_no_warm_worker(tmp_path, monkeypatch):
@@ -64,17 +70,22 @@ def test_discarded_warm_workers_are_reaped(tmp_path):
     assert worker_pids(str(tmp_path)) == []
 
 
-BAD_CONFIG = '''
+BAD_CONFIG = """
 from dizoo.classic_control.cartpole.config.parallel.cartpole_dqn_config import main_config, create_config, system_config
 main_config.policy.other.commander.eval_intervall = 1.0  # a misspelt key
-'''
+"""
 
 
 def test_the_cli_compiles_in_a_warm_worker_and_a_bad_config_leaves_nothing(tmp_path):
     (tmp_path / 'bad_config.py').write_text(BAD_CONFIG)
-    done = subprocess.run([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', 'bad_config.py', '-s', '0'],
-                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0'), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', 'bad_config.py', '-s', '0'],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0'),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert 'policy.other.commander.eval_intervall' in done.stderr, done.stderr[-2000:]
     assert worker_pids(str(tmp_path)) == []

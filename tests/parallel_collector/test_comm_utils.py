@@ -1,4 +1,5 @@
 """The comm collector's file helpers on real policy and sample files."""
+
 import os
 
 import pytest

@@ -1,19 +1,34 @@
 """The collector side of the parallel pipeline: a real FlaskFileSystemCollector driven over HTTP by a real Master
 acting as the coordinator, collecting from real CartPole envs with a real DQN policy whose weights come from
 policy files written with ``save_policy``."""
+
 import os
 import threading
 
 import torch
+from collector_helpers import (
+    close_task,
+    collect_until,
+    data_task,
+    failed,
+    log_text,
+    ok,
+    policy_path,
+    publish,
+    run_to_finish,
+    start_task,
+    wait_for,
+)
 
 from ding.utils.file_transport import SampleReader
-from collector_helpers import (close_task, collect_until, data_task, failed, log_text, ok, policy_path, publish,
-                               run_to_finish, start_task, wait_for)
 
 
 def _task_threads():
-    return [t for t in threading.enumerate()
-            if t.name in ('ding-collector0-collect', 'ding-collector0-eval', 'ding-collector0-write') and t.is_alive()]
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name in ('ding-collector0-collect', 'ding-collector0-eval', 'ding-collector0-write') and t.is_alive()
+    ]
 
 
 def _data_files(workdir):
@@ -43,8 +58,10 @@ def test_collect_task_writes_dqn_samples_and_reports_finish_info(conn, comm, wor
     # One metadata dict per sample, produced by the weights of iteration 3 loaded from the policy file.
     assert len(metadata) >= 40
     assert {m['policy_iter'] for m in metadata} == {3}
-    assert all(m['collect_iter'] == 3 and m['task_id'] == 't1' and m['unroll_len'] == 1 and m['priority'] == 1.0
-               for m in metadata)
+    assert all(
+        m['collect_iter'] == 3 and m['task_id'] == 't1' and m['unroll_len'] == 1 and m['priority'] == 1.0
+        for m in metadata
+    )
     assert {m['env_id'] for m in metadata} == {0, 1}
     assert len({m['data_id'] for m in metadata}) == len(metadata)
     torch.testing.assert_close(comm.collector.policy.state_dict()['model'], weights)
@@ -54,7 +71,7 @@ def test_collect_task_writes_dqn_samples_and_reports_finish_info(conn, comm, wor
     dones = 0
     for meta in metadata:
         sample = reader.read(meta['data_id'])
-        assert sample['obs'].shape == (4, ) and sample['next_obs'].shape == (4, )
+        assert sample['obs'].shape == (4,) and sample['next_obs'].shape == (4,)
         assert sample['obs'].dtype == torch.float32
         assert sample['action'].dtype == torch.int64 and int(sample['action']) in (0, 1)
         assert float(sample['reward']) == 1.0  # CartPole pays 1 per step
@@ -181,7 +198,7 @@ def test_close_then_new_start_task_and_replacing_a_running_task(conn, comm, work
     # t2 goes on with t1's envs: the first samples may finish trajectories whose actions policy 0 chose
     assert {m['task_id'] for m in second} == {'t2'} and {m['policy_iter'] for m in second} <= {0, 2}
     reader = SampleReader(os.path.join(workdir, 'data'))
-    assert reader.read(first[0]['data_id'])['obs'].shape == (4, )
+    assert reader.read(first[0]['data_id'])['obs'].shape == (4,)
     assert "task_id 't1' is not the current collector task 't2'" in failed(conn, data_task('t1'))
 
     # A start task while one runs (the coordinator lost and found us again) replaces it.

@@ -1,4 +1,5 @@
 """KeptResources: one finished task's resources, handed to the next task built from the same configuration."""
+
 from ding.worker.collector.kept_resources import KeptResources
 
 

@@ -1,7 +1,9 @@
 """Helpers of the comm learner tests: configs, DQN-shaped sample files, a coordinator's task calls."""
+
 import contextlib
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -9,80 +11,137 @@ from ding.interaction import TaskStatus
 from ding.utils.file_transport import save_samples, unique_stem
 
 # Short spans keep the tests fast; production uses seconds.
-FAST_MASTER = dict(heartbeat_tolerance=5.0, heartbeat_check_span=0.05, request_retries=1,
-                   request_retry_waiting=0.05, request_timeout=5.0)
+FAST_MASTER = dict(
+    heartbeat_tolerance=5.0,
+    heartbeat_check_span=0.05,
+    request_retries=1,
+    request_retry_waiting=0.05,
+    request_timeout=5.0,
+)
 OBS_DIM, ACTION_DIM, BATCH = 4, 2, 4
 
 
-def comm_config(workdir: Any, **overrides: Any) -> Dict[str, Any]:
+def comm_config(workdir: Any, **overrides: Any) -> dict[str, Any]:
     """A learner entry of the parallel system config, as the parallel worker hands it over."""
-    cfg = dict(type='flask_fs', name='learner0', exp_name='exp', host='127.0.0.1', port=0,
-               path_data=os.path.join(str(workdir), 'data'), path_policy=os.path.join(str(workdir), 'policy'),
-               send_policy_freq=1, heartbeat_span=0.1, request_retries=1, request_retry_waiting=0.05,
-               request_timeout=5.0, stop_timeout=10.0)
+    cfg = dict(
+        type='flask_fs',
+        name='learner0',
+        exp_name='exp',
+        host='127.0.0.1',
+        port=0,
+        path_data=os.path.join(str(workdir), 'data'),
+        path_policy=os.path.join(str(workdir), 'policy'),
+        send_policy_freq=1,
+        heartbeat_span=0.1,
+        request_retries=1,
+        request_retry_waiting=0.05,
+        request_timeout=5.0,
+        stop_timeout=10.0,
+    )
     cfg.update(overrides)
     return cfg
 
 
-def policy_config(**learn: Any) -> Dict[str, Any]:
+def policy_config(**learn: Any) -> dict[str, Any]:
     learn_cfg = dict(batch_size=BATCH, learning_rate=0.01, target_update_freq=2)
     learn_cfg.update(learn)
-    return dict(type='dqn', import_names=['ding.policy.dqn'], cuda=False, priority=True,
-                model=dict(obs_shape=OBS_DIM, action_shape=ACTION_DIM, encoder_hidden_size_list=[16, 16]),
-                learn=learn_cfg)
+    return dict(
+        type='dqn',
+        import_names=['ding.policy.dqn'],
+        cuda=False,
+        priority=True,
+        model=dict(obs_shape=OBS_DIM, action_shape=ACTION_DIM, encoder_hidden_size_list=[16, 16]),
+        learn=learn_cfg,
+    )
 
 
-def start_task(task_id: str, max_iterations: int, **learner: Any) -> Dict[str, Any]:
+def start_task(task_id: str, max_iterations: int, **learner: Any) -> dict[str, Any]:
     """A ``learner_start_task`` as the coordinator sends it (log table every iteration, no checkpoints)."""
-    learner_cfg = dict(dataloader=dict(num_workers=0),
-                       hook=dict(load_ckpt_before_run='', log_show_after_iter=1, save_ckpt_after_iter=0,
-                                 save_ckpt_after_run=False))
+    learner_cfg = dict(
+        dataloader=dict(num_workers=0),
+        hook=dict(load_ckpt_before_run='', log_show_after_iter=1, save_ckpt_after_iter=0, save_ckpt_after_run=False),
+    )
     learner_cfg.update(learner)
-    return {'name': 'learner_start_task', 'task_info': {
-        'task_id': task_id, 'policy': policy_config(), 'exp_name': 'exp', 'learner_cfg': learner_cfg,
-        'max_iterations': max_iterations, 'instance_name': 'learner0', 'policy_name': 'policy_learner0'}}
+    return {
+        'name': 'learner_start_task',
+        'task_info': {
+            'task_id': task_id,
+            'policy': policy_config(),
+            'exp_name': 'exp',
+            'learner_cfg': learner_cfg,
+            'max_iterations': max_iterations,
+            'instance_name': 'learner0',
+            'policy_name': 'policy_learner0',
+        },
+    }
 
 
-def dqn_samples(n: int, seed: int) -> List[Dict[str, Any]]:
+def dqn_samples(n: int, seed: int) -> list[dict[str, Any]]:
     """Samples shaped like the DQN collector's: obs / next_obs / action / reward / done (+ its bookkeeping)."""
     g = torch.Generator().manual_seed(seed)
-    return [{'obs': torch.randn(OBS_DIM, generator=g), 'next_obs': torch.randn(OBS_DIM, generator=g),
-             'action': torch.randint(0, ACTION_DIM, (), generator=g), 'reward': torch.rand((), generator=g),
-             'done': bool(i % 5 == 4), 'collect_iter': 0, 'env_id': i % 2} for i in range(n)]
+    return [
+        {
+            'obs': torch.randn(OBS_DIM, generator=g),
+            'next_obs': torch.randn(OBS_DIM, generator=g),
+            'action': torch.randint(0, ACTION_DIM, (), generator=g),
+            'reward': torch.rand((), generator=g),
+            'done': bool(i % 5 == 4),
+            'collect_iter': 0,
+            'env_id': i % 2,
+        }
+        for i in range(n)
+    ]
 
 
-def write_sample_file(path_data: str, n: int, policy_iter: int = 0, seed: int = 0,
-                      task_id: str = 'collector_task') -> List[Dict[str, Any]]:
+def write_sample_file(
+    path_data: str, n: int, policy_iter: int = 0, seed: int = 0, task_id: str = 'collector_task'
+) -> list[dict[str, Any]]:
     """Write ``n`` samples as one file, as a collector does; return their metadata (with buffer fields)."""
     ids = save_samples(path_data, unique_stem('samples'), dqn_samples(n, seed))
-    return [{'data_id': d, 'policy_iter': policy_iter, 'collect_iter': policy_iter, 'env_id': i % 2,
-             'unroll_len': 1, 'task_id': task_id, 'priority': 1.0, 'replay_unique_id': f'{d}-uid',
-             'replay_buffer_idx': i} for i, d in enumerate(ids)]
+    return [
+        {
+            'data_id': d,
+            'policy_iter': policy_iter,
+            'collect_iter': policy_iter,
+            'env_id': i % 2,
+            'unroll_len': 1,
+            'task_id': task_id,
+            'priority': 1.0,
+            'replay_unique_id': f'{d}-uid',
+            'replay_buffer_idx': i,
+        }
+        for i, d in enumerate(ids)
+    ]
 
 
-def run_task(conn: Any, data: Dict[str, Any], timeout: float = 20.0) -> Any:
+def run_task(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> Any:
     """Send one task and wait for its end; returns the finished Task."""
     task = conn.new_task(data).start().join(timeout)
     assert task.is_done(), f'task {data.get("name")} did not finish within {timeout}s'
     return task
 
 
-def ok(conn: Any, data: Dict[str, Any], timeout: float = 20.0) -> Dict[str, Any]:
+def ok(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> dict[str, Any]:
     """Send one task that must complete; returns its result."""
     task = run_task(conn, data, timeout)
     assert task.status == TaskStatus.TASK_COMPLETED, f'task {data.get("name")} failed: {task.result}'
     return task.result
 
 
-def failed(conn: Any, data: Dict[str, Any], timeout: float = 20.0) -> str:
+def failed(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> str:
     """Send one task that must fail; returns the failure message."""
     task = run_task(conn, data, timeout)
     assert task.status == TaskStatus.TASK_FAILED, f'task {data.get("name")} should fail, got {task.result}'
     return task.result['message']
 
 
-def train(conn: Any, task_id: str, batch_for: Callable[[Dict[str, Any]], List[Dict[str, Any]]],
-          max_rounds: int = 100, stop_after: Optional[int] = None) -> List[Dict[str, Any]]:
+def train(
+    conn: Any,
+    task_id: str,
+    batch_for: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    max_rounds: int = 100,
+    stop_after: int | None = None,
+) -> list[dict[str, Any]]:
     """The coordinator's learner loop: get_data -> learn, until ``learner_done`` (or ``stop_after`` infos).
 
     ``batch_for(demand)`` returns the metadata for one demand. Returns every learn task's answer in order.

@@ -2,14 +2,14 @@
 the real comm learner over HTTP builds the same batches from columns as from lists of dicts, keeps dropping
 stale samples and counting unreadable ones, and refuses malformed columns; the real coordinator sends columns
 only to a learner that asks for them."""
+
 import os
 import time
 
 import pytest
 import torch
+from comm_helpers import BATCH, comm_config, dqn_samples, failed, ok, serving, start_task, train, write_sample_file
 
-from comm_helpers import (BATCH, comm_config, dqn_samples, failed, ok, serving, start_task, train,
-                          write_sample_file)
 from ding.config.parallel import compile_config_parallel
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.worker.coordinator.comm_coordinator import learn_task_payload, to_jsonable
@@ -64,8 +64,9 @@ def test_demand_names_the_fields_it_reads_and_asks_for_columns(conn, comm, workd
     demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_d'}})
     assert demand['layout'] == 'columns'
     assert demand['fields'] == list(METADATA_FIELDS)
-    assert {'data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
-            'priority'} == set(demand['fields'])
+    assert {'data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS', 'priority'} == set(
+        demand['fields']
+    )
 
 
 def test_a_policy_without_prioritized_replay_asks_for_fewer_fields(conn, comm, workdir):
@@ -131,7 +132,11 @@ def test_columns_give_the_batches_that_lists_of_dicts_give(recording, workdir):
     assert collated['policy_iter'].dtype == torch.int64 and collated['priority'].dtype == torch.float32
     assert in_order['replay_unique_id'] == [m['replay_unique_id'] for m in batches[1]]
     assert isinstance(per_sample, list) and [s['replay_unique_id'] for s in per_sample] == [
-        first[0]['replay_unique_id'], 'odd-0', 'odd-1', second[1]['replay_unique_id']]
+        first[0]['replay_unique_id'],
+        'odd-0',
+        'odd-1',
+        second[1]['replay_unique_id'],
+    ]
     assert isinstance(partial, list) and [s.get('policy_iter') for s in partial] == [0, 0, None]
     assert [s['IS'] for s in partial] == [m['IS'] for m in partly]
 
@@ -150,8 +155,11 @@ def test_stale_samples_dropped_with_columns(conn, comm, workdir):
     infos = train(conn, 'task_s', _as_coordinator_sends(batch_for))
     assert [i['stale_dropped'] for i in infos] == [0, 0, 2, 2]
     assert [i['policy_lag'] for i in infos] == [
-        {'min': 0, 'mean': 0.0, 'max': 0}, {'min': 0, 'mean': 0.0, 'max': 0},
-        {'min': 0, 'mean': 0.0, 'max': 0}, {'min': 0, 'mean': 0.0, 'max': 0}]
+        {'min': 0, 'mean': 0.0, 'max': 0},
+        {'min': 0, 'mean': 0.0, 'max': 0},
+        {'min': 0, 'mean': 0.0, 'max': 0},
+        {'min': 0, 'mean': 0.0, 'max': 0},
+    ]
     assert [len(i['priority_info']['priority']) for i in infos] == [4, 4, 2, 2]
 
 
@@ -172,8 +180,14 @@ def test_unreadable_files_skipped_and_counted_with_columns(conn, comm, workdir):
 
     def learn(batch):
         demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_u'}})
-        return ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_u'},
-                         'data': learn_task_payload(demand, [batch])})
+        return ok(
+            conn,
+            {
+                'name': 'learner_learn_task',
+                'task_info': {'task_id': 'task_u'},
+                'data': learn_task_payload(demand, [batch]),
+            },
+        )
 
     info = learn(good[:2] + bad[:2])
     assert info['trained'] and info['unreadable'] == 2
@@ -204,13 +218,16 @@ def test_malformed_columns_fail_the_learn_task(conn, comm, workdir):
         return failed(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_m'}, 'data': data})
 
     assert "column 'priority' must be a list of 4 values (one per data_id), got 3 values" in refused(
-        dict(columns, priority=columns['priority'][:3]))
+        dict(columns, priority=columns['priority'][:3])
+    )
     assert "column 'IS' must be a list of 4 values (one per data_id), got a float" in refused(dict(columns, IS=1.0))
     assert 'every data_id must be a string, got 7' in refused(dict(columns, data_id=columns['data_id'][:3] + [7]))
     assert "'data' must have a 'data_id' column (a list of strings), got NoneType" in refused(
-        {k: v for k, v in columns.items() if k != 'data_id'})
+        {k: v for k, v in columns.items() if k != 'data_id'}
+    )
     assert "column 'policy_iter' may hold numbers, strings, booleans and None only, got [1]" in refused(
-        dict(columns, policy_iter=[[1]] * BATCH))
+        dict(columns, policy_iter=[[1]] * BATCH)
+    )
     assert "'data' must be a list of sample metadata or a dict of metadata columns, got str" in refused('x')
     # Nothing was handed over: the demand is still open, and a good learn task trains.
     info = ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_m'}, 'data': columns})
@@ -223,27 +240,34 @@ def test_malformed_batches_of_a_num_batches_demand_fail(conn, comm, workdir):
     demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_n'}})
     columns = learn_task_payload(demand, [metadata, metadata])
     learn = {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_n'}}
-    assert 'so \'data\' must be a list of batches' in failed(conn, dict(learn, data=columns[0]))
+    assert "so 'data' must be a list of batches" in failed(conn, dict(learn, data=columns[0]))
     assert "data[1]: column 'policy_iter' must be a list of 2 values (one per data_id), got 4 values" in failed(
-        conn, dict(learn, data=[columns[0], dict(columns[1], data_id=columns[1]['data_id'][:2])]))
+        conn, dict(learn, data=[columns[0], dict(columns[1], data_id=columns[1]['data_id'][:2])])
+    )
     answer = ok(conn, dict(learn, data=columns))
     assert answer['trained'] and len(answer['infos']) == 2
 
 
 def test_payload_for_a_demand_without_the_opt_in_is_lists_of_dicts():
     import numpy as np
-    batch = [{'data_id': 'f#0', 'policy_iter': np.int64(3), 'IS': np.float32(0.5), 'task_id': 'c'},
-             {'data_id': 'f#1', 'policy_iter': 4, 'task_id': 'c'}]
-    plain = [{'data_id': 'f#0', 'policy_iter': 3, 'IS': 0.5, 'task_id': 'c'},
-             {'data_id': 'f#1', 'policy_iter': 4, 'task_id': 'c'}]
+
+    batch = [
+        {'data_id': 'f#0', 'policy_iter': np.int64(3), 'IS': np.float32(0.5), 'task_id': 'c'},
+        {'data_id': 'f#1', 'policy_iter': 4, 'task_id': 'c'},
+    ]
+    plain = [
+        {'data_id': 'f#0', 'policy_iter': 3, 'IS': 0.5, 'task_id': 'c'},
+        {'data_id': 'f#1', 'policy_iter': 4, 'task_id': 'c'},
+    ]
     assert learn_task_payload({'batch_size': 2}, [batch]) == plain
     assert learn_task_payload({'batch_size': 2, 'num_batches': 2}, [batch, batch]) == [plain, plain]
     # An unknown layout, or fields that are no list of names: the layout every learner understands.
     assert learn_task_payload({'layout': 'rows', 'fields': ['data_id']}, [batch]) == plain
     assert learn_task_payload({'layout': 'columns', 'fields': 'data_id'}, [batch]) == plain
     # Opted in: the requested fields only; None where a sample lacks one; none left out where none has it.
-    columns = learn_task_payload({'layout': 'columns', 'fields': ['data_id', 'IS', 'policy_iter', 'priority'],
-                                  'num_batches': 1}, [batch])
+    columns = learn_task_payload(
+        {'layout': 'columns', 'fields': ['data_id', 'IS', 'policy_iter', 'priority'], 'num_batches': 1}, [batch]
+    )
     assert columns == [{'data_id': ['f#0', 'f#1'], 'IS': [0.5, None], 'policy_iter': [3, 4]}]
     assert [type(v) for v in columns[0]['policy_iter']] == [int, int]
 
@@ -305,5 +329,8 @@ def test_coordinator_sends_columns_only_when_the_demand_asks(tmp_path, monkeypat
         assert all(len(data['data_id']) == 4 == len(data['collect_iter']) for data in learner.received)
     else:
         assert all(isinstance(data, list) and len(data) == 4 for data in learner.received)
-        assert all(isinstance(meta, dict) and {'data_id', 'collect_iter', 'task_id'} <= meta.keys()
-                   for data in learner.received for meta in data)
+        assert all(
+            isinstance(meta, dict) and {'data_id', 'collect_iter', 'task_id'} <= meta.keys()
+            for data in learner.received
+            for meta in data
+        )

@@ -1,11 +1,12 @@
 """``comm_batches``: the comm learner asks for several batches per data demand (``num_batches``) and answers
 their learn task with one learn info per trained batch, so a run still records one info per iteration."""
+
 import os
 import time
 
 import pytest
-
 from comm_helpers import BATCH, comm_config, failed, ok, serving, start_task, write_sample_file
+
 from ding.worker.learner.comm import FlaskFileSystemLearner
 
 
@@ -15,7 +16,7 @@ def _train_batched(conn, task_id, metadata, max_rounds=50):
     for _ in range(max_rounds):
         demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': task_id}})
         demands.append(demand)
-        batches = [metadata[:demand['batch_size']] for _ in range(demand['num_batches'])]
+        batches = [metadata[: demand['batch_size']] for _ in range(demand['num_batches'])]
         answer = ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': task_id}, 'data': batches})
         answers.append(answer)
         if any(i['learner_done'] for i in answer['infos']):
@@ -39,8 +40,7 @@ def test_several_batches_per_demand_one_info_per_iteration(conn, comm, workdir):
     assert [i['policy_iter'] for i in infos] == list(range(1, 11))
     assert [i['learner_done'] for i in infos] == [False] * 9 + [True]
     assert all(a['trained'] and a['task_id'] == 'task_k' for a in answers)
-    assert 'has ended (finished)' in failed(conn, {'name': 'learner_get_data_task',
-                                                   'task_info': {'task_id': 'task_k'}})
+    assert 'has ended (finished)' in failed(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_k'}})
     closed = ok(conn, {'name': 'learner_close_task', 'task_info': {'task_id': 'task_k'}})
     assert closed['last_iter'] == 10 and closed['learn_infos'] == 10
 
@@ -76,8 +76,7 @@ def test_rejected_batch_inside_a_group_adds_no_info(any_disk_conn, workdir):
 
     demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_r'}})
     assert demand['num_batches'] == 3
-    first = ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_r'},
-                      'data': [good, missing, good]})
+    first = ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_r'}, 'data': [good, missing, good]})
     # One iteration is still to train: the next demand asks for exactly one batch.
     demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_r'}})
     assert demand['num_batches'] == 1 and demand['cur_learner_iter'] == 2

@@ -1,4 +1,5 @@
 """The comm learner's hooks on a real BaseLearner training a real DQN policy (serial calls, no HTTP)."""
+
 import os
 import sys
 
@@ -7,10 +8,11 @@ from easydict import EasyDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from comm_helpers import dqn_samples, policy_config  # noqa: E402
+
 from ding.policy import DQNPolicy, create_policy  # noqa: E402
 from ding.worker.learner import BaseLearner  # noqa: E402
 from ding.worker.learner.comm import LearnInfoGate, SendLearnInfoHook, SendPolicyHook  # noqa: E402
-from comm_helpers import dqn_samples, policy_config  # noqa: E402
 
 NO_HOOKS = dict(load_ckpt_before_run='', log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False)
 
@@ -27,8 +29,12 @@ def _learner(workdir, train_iterations=4, policy_cls=None):
         policy = create_policy(policy_config(), enable_field=['learn'])
     else:
         policy = policy_cls(EasyDict(policy_config()), enable_field=['learn'])
-    learner = BaseLearner(dict(train_iterations=train_iterations, hook=NO_HOOKS), policy=policy.learn_mode,
-                          exp_name='hooks', instance_name='learner0')
+    learner = BaseLearner(
+        dict(train_iterations=train_iterations, hook=NO_HOOKS),
+        policy=policy.learn_mode,
+        exp_name='hooks',
+        instance_name='learner0',
+    )
     sent = {'policy': [], 'info': []}
     learner.send_policy = lambda state: sent['policy'].append(state['iter'])
     learner.send_learn_info = lambda info: sent['info'].append(dict(info))

@@ -1,18 +1,19 @@
 """The learner side of the parallel pipeline: a real FlaskFileSystemLearner driven over HTTP by a real Master
 acting as the coordinator, training a real DQN policy on sample files written with ``save_samples``."""
+
 import math
 import os
 import threading
 
 import pytest
 import torch
+from comm_helpers import BATCH, comm_config, dqn_samples, failed, ok, start_task, train, write_sample_file
 
 from ding.policy.dqn import DQNPolicy
 from ding.utils.file_transport import load_policy, save_samples, unique_stem
 from ding.utils.registry import POLICY_REGISTRY
 from ding.worker import create_comm_learner
 from ding.worker.learner.comm import FlaskFileSystemLearner
-from comm_helpers import BATCH, comm_config, dqn_samples, failed, ok, start_task, train, write_sample_file
 
 
 def _cycle(metadata):
@@ -23,7 +24,7 @@ def _cycle(metadata):
         k = state['k']
         state['k'] += 1
         start = (k * demand['batch_size']) % len(metadata)
-        return metadata[start:start + demand['batch_size']]
+        return metadata[start : start + demand['batch_size']]
 
     return batch_for
 
@@ -91,7 +92,8 @@ def test_close_then_new_start_task_resident(conn, comm, workdir):
     assert closed['last_iter'] == 2
     assert _learner_thread_ends()
     assert 'has ended (closed by learner_close_task) after 2 iterations' in failed(
-        conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_1'}})
+        conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_1'}}
+    )
 
     # Same process, next task: a fresh learner trains its own iterations.
     ok(conn, start_task('task_2', 3))
@@ -151,8 +153,11 @@ def test_stale_samples_dropped_and_policy_lag_reported(conn, comm, workdir):
     # Iteration k trains fresh samples (lag 0) and samples of policy 0 (lag k) while k <= max_staleness.
     assert [i['stale_dropped'] for i in infos] == [0, 0, 2, 2]
     assert [i['policy_lag'] for i in infos] == [
-        {'min': 0, 'mean': 0.0, 'max': 0}, {'min': 0, 'mean': 0.5, 'max': 1},
-        {'min': 0, 'mean': 0.0, 'max': 0}, {'min': 0, 'mean': 0.0, 'max': 0}]
+        {'min': 0, 'mean': 0.0, 'max': 0},
+        {'min': 0, 'mean': 0.5, 'max': 1},
+        {'min': 0, 'mean': 0.0, 'max': 0},
+        {'min': 0, 'mean': 0.0, 'max': 0},
+    ]
     assert [len(i['priority_info']['priority']) for i in infos] == [4, 4, 2, 2]
     # The lag also goes into the learner's log table (and tensorboard) with its other statistics.
     ok(conn, {'name': 'learner_close_task', 'task_info': {'task_id': 'task_s'}})
@@ -162,8 +167,9 @@ def test_stale_samples_dropped_and_policy_lag_reported(conn, comm, workdir):
 
 def test_unknown_and_out_of_order_tasks_fail(conn, comm, workdir):
     assert 'learner_dance_task' in failed(conn, {'name': 'learner_dance_task', 'task_info': {}})
-    assert 'no learner task is running' in failed(conn, {'name': 'learner_get_data_task',
-                                                         'task_info': {'task_id': 'x'}})
+    assert 'no learner task is running' in failed(
+        conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'x'}}
+    )
     resource = ok(conn, {'name': 'resource'})
     assert resource['cpu'] >= 1 and resource['gpu'] >= 0
 
@@ -171,7 +177,8 @@ def test_unknown_and_out_of_order_tasks_fail(conn, comm, workdir):
     learn = {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_o'}, 'data': []}
     assert 'send learner_get_data_task first' in failed(conn, learn)
     assert "'other' is not the running learner task" in failed(
-        conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'other'}})
+        conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'other'}}
+    )
     ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_o'}})
     assert "data[0] must be a dict with a string 'data_id'" in failed(conn, dict(learn, data=[{'id': 1}]))
     # A bad start task fails with the reason and leaves the running task alone.
@@ -252,6 +259,7 @@ def test_create_comm_learner_from_worker_config(workdir):
 
 def test_learner_failure_fails_the_learn_task_and_next_start_works(conn, comm, workdir):
     from ding.utils.file_transport import save_samples
+
     path_data = os.path.join(workdir, 'data')
     good = write_sample_file(path_data, BATCH)
     # Readable samples the model cannot take (5 features instead of 4): the policy's forward raises.
@@ -359,9 +367,15 @@ def test_batches_across_files_train_with_the_buffers_ids(conn, comm, workdir):
     assert [i['trained'] for i in infos] == [True, True]
     assert all(math.isfinite(i['loss']) for i in infos)
     ids = [i['priority_info']['replay_unique_id'] for i in infos]
-    assert ids == [[first[0]['replay_unique_id'], first[1]['replay_unique_id'], second[0]['replay_unique_id'],
-                    second[1]['replay_unique_id']],
-                   [first[0]['replay_unique_id'], 'odd-0', 'odd-1', second[1]['replay_unique_id']]]
+    assert ids == [
+        [
+            first[0]['replay_unique_id'],
+            first[1]['replay_unique_id'],
+            second[0]['replay_unique_id'],
+            second[1]['replay_unique_id'],
+        ],
+        [first[0]['replay_unique_id'], 'odd-0', 'odd-1', second[1]['replay_unique_id']],
+    ]
     assert [len(i['priority_info']['priority']) for i in infos] == [4, 4]
     assert infos[0]['priority_info']['replay_buffer_idx'] == [0, 1, 0, 1]
 

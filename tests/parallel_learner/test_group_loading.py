@@ -1,15 +1,22 @@
 """A learn task of several batches (``comm_batches``) is built in one go when it arrives: the batches the learner
 trains on are the ones it would build one at a time, and where a batch needs looking at on its own (a missing
 file, a staleness bound, lists of dicts) the task's batches are built one by one as before."""
+
 import os
 
 import torch
-
 from comm_helpers import BATCH, comm_config, ok, serving, start_task, write_sample_file
+
 from ding.worker.coordinator.comm_coordinator import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
-from ding.worker.learner.comm.learn_task_data import (DataIdRows, data_id_bound, group_rows, grouped_order,
-                                                     split_batch, split_data_ids)
+from ding.worker.learner.comm.learn_task_data import (
+    DataIdRows,
+    data_id_bound,
+    group_rows,
+    grouped_order,
+    split_batch,
+    split_data_ids,
+)
 
 
 class GroupRecordingLearner(FlaskFileSystemLearner):
@@ -23,8 +30,9 @@ class GroupRecordingLearner(FlaskFileSystemLearner):
     def _load_group(self, run, batches):
         built = super()._load_group(run, batches)
         if built is not batches:
-            self.groups.append(([b.loaded for b in built], [super(GroupRecordingLearner, self)._load_batch(run, b)
-                                                             for b in batches]))
+            self.groups.append(
+                ([b.loaded for b in built], [super(GroupRecordingLearner, self)._load_batch(run, b) for b in batches])
+            )
         return built
 
     def _load_batch(self, run, metadata):
@@ -50,8 +58,14 @@ def _run(master, workdir, batches_of_task, **learner):
         while not (infos and infos[-1]['learner_done']):
             demand = ok(conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': 'task_g'}})
             batches = batches_of_task(demand)
-            answer = ok(conn, {'name': 'learner_learn_task', 'task_info': {'task_id': 'task_g'},
-                               'data': learn_task_payload(demand, batches)})
+            answer = ok(
+                conn,
+                {
+                    'name': 'learner_learn_task',
+                    'task_info': {'task_id': 'task_g'},
+                    'data': learn_task_payload(demand, batches),
+                },
+            )
             infos.extend(answer['infos'])
     return comm, infos
 
@@ -63,7 +77,7 @@ def test_a_learn_task_is_built_at_once_into_the_batches_built_one_by_one(master,
         meta['IS'] = 0.25 * k  # a prioritized buffer's weights: a float column
 
     def batches_of_task(demand):
-        return [[a[0], b[1], a[2], c[3]], [c[0], c[1], b[0], a[1]], [b[2], a[3], b[3], a[0]]][:demand['num_batches']]
+        return [[a[0], b[1], a[2], c[3]], [c[0], c[1], b[0], a[1]], [b[2], a[3], b[3], a[0]]][: demand['num_batches']]
 
     comm, infos = _run(master, workdir, batches_of_task)
 
@@ -80,13 +94,19 @@ def test_a_learn_task_is_built_at_once_into_the_batches_built_one_by_one(master,
     assert first['policy_iter'].tolist() == [0, 0, 1, 2] and first['IS'].dtype == torch.float32
     # Each iteration trained its own batch, in order: lag = iteration - the samples' policy versions.
     assert [(i['policy_lag']['min'], i['policy_lag']['max']) for i in infos] == [
-        (-2, 0), (-1, 1), (1, 2), (1, 3), (2, 4), (4, 5)]
+        (-2, 0),
+        (-1, 1),
+        (1, 2),
+        (1, 3),
+        (2, 4),
+        (4, 5),
+    ]
 
 
 def test_a_task_with_a_missing_file_is_built_batch_by_batch(master, workdir):
     good = write_sample_file(os.path.join(workdir, 'data'), BATCH)
     missing = [dict(m, data_id='no_such_file#0') for m in good]
-    comm, infos = _run(master, workdir, lambda demand: [good, missing, good][:demand['num_batches']])
+    comm, infos = _run(master, workdir, lambda demand: [good, missing, good][: demand['num_batches']])
     assert comm.groups == []  # each task of two or more batches has the missing file; one batch is not grouped
     assert comm.one_at_a_time >= 4
     # The missing file's samples are counted as unreadable, on the learn info after each rejected batch.
@@ -101,8 +121,11 @@ def test_with_a_staleness_bound_each_batch_is_judged_when_handed_over(master, wo
 
 
 def test_group_rows_orders_each_batch_by_file_like_one_batch_alone():
-    batches = [{'data_id': ['f#0', 'g#1', 'f#2', 'h#3']}, {'data_id': ['h#0', 'h#1', 'g#0', 'f#1']},
-               {'data_id': ['g#2', 'f#3']}]
+    batches = [
+        {'data_id': ['f#0', 'g#1', 'f#2', 'h#3']},
+        {'data_id': ['h#0', 'h#1', 'g#0', 'f#1']},
+        {'data_id': ['g#2', 'f#3']},
+    ]
     files, which, indices, sizes, order = group_rows(batches, DataIdRows())
     assert sizes == [4, 4, 2] and sorted(files) == ['f', 'g', 'h']
     expected, offset = [], 0
@@ -136,7 +159,7 @@ def test_the_id_table_holds_a_few_times_the_replay_buffer():
 
 
 def test_split_batch_cuts_tensors_into_views_and_lists_into_slices():
-    obs = torch.arange(10.).reshape(5, 2)
+    obs = torch.arange(10.0).reshape(5, 2)
     parts = split_batch({'obs': obs, 'uid': list('abcde')}, [2, 3])
     assert [p['uid'] for p in parts] == [['a', 'b'], ['c', 'd', 'e']]
     assert torch.equal(parts[1]['obs'], obs[2:]) and parts[1]['obs'].data_ptr() == obs[2:].data_ptr()

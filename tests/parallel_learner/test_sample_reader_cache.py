@@ -1,5 +1,6 @@
 """``SampleReader`` keeps many sample files cached (a uniform replay buffer hits a new file on almost every
 read), bounded by the bytes of their tensors, and evicts the least recently used first."""
+
 import os
 import random
 import threading
@@ -11,7 +12,7 @@ from ding.utils.file_transport import SampleReader, save_samples, split_data_id,
 
 
 def _write(path_data, n, value):
-    return save_samples(path_data, unique_stem('s'), [{'obs': torch.full((4, ), float(value) + i)} for i in range(n)])
+    return save_samples(path_data, unique_stem('s'), [{'obs': torch.full((4,), float(value) + i)} for i in range(n)])
 
 
 def test_reads_samples_of_many_files_and_evicts_by_bytes(tmp_path):
@@ -49,16 +50,27 @@ def test_reads_several_samples_of_one_file_at_once(tmp_path):
 def _mixed_file(path_data, n, seed, reward_as_int=False):
     """Samples as collectors write them: tensors, a python bool, ints, floats (or ints) and a string."""
     g = torch.Generator().manual_seed(seed)
-    samples = [{'obs': torch.randn(3, generator=g), 'action': torch.randint(0, 4, (), generator=g),
-                'done': i % 3 == 0, 'env_id': i, 'reward': (i if reward_as_int else i + 0.5), 'tag': f's{seed}_{i}'}
-               for i in range(n)]
+    samples = [
+        {
+            'obs': torch.randn(3, generator=g),
+            'action': torch.randint(0, 4, (), generator=g),
+            'done': i % 3 == 0,
+            'env_id': i,
+            'reward': (i if reward_as_int else i + 0.5),
+            'tag': f's{seed}_{i}',
+        }
+        for i in range(n)
+    ]
     return save_samples(path_data, unique_stem('mixed'), samples)
 
 
 def test_gather_gives_what_collating_the_samples_gives(tmp_path):
     # The third file's rewards are ints: mixed with the others' floats they collate to float32, as one list would.
-    files = [_mixed_file(str(tmp_path), 6, 0), _mixed_file(str(tmp_path), 5, 1),
-             _mixed_file(str(tmp_path), 4, 2, reward_as_int=True)]
+    files = [
+        _mixed_file(str(tmp_path), 6, 0),
+        _mixed_file(str(tmp_path), 5, 1),
+        _mixed_file(str(tmp_path), 4, 2, reward_as_int=True),
+    ]
     reader = SampleReader(str(tmp_path))
     alike = [files[0][5], files[1][0], files[0][1], files[1][4]]  # files of one layout: rows copied whole
     mixed = [files[0][5], files[1][0], files[0][1], files[2][3], files[1][4], files[0][1]]
@@ -92,9 +104,17 @@ def test_gather_declines_files_that_do_not_form_one_batch(tmp_path):
 def _cartpole_file(path_data, n, seed, reward_as_int=False):
     """Samples as a DQN collector writes them on CartPole: tensors, python bools and ints."""
     g = torch.Generator().manual_seed(seed)
-    samples = [{'obs': torch.randn(4, generator=g), 'next_obs': torch.randn(4, generator=g),
-                'action': torch.randint(0, 2, (), generator=g), 'reward': (1 if reward_as_int else 1.0) * (i % 3),
-                'done': i % 7 == 6, 'policy_iter': seed * 100 + i} for i in range(n)]
+    samples = [
+        {
+            'obs': torch.randn(4, generator=g),
+            'next_obs': torch.randn(4, generator=g),
+            'action': torch.randint(0, 2, (), generator=g),
+            'reward': (1 if reward_as_int else 1.0) * (i % 3),
+            'done': i % 7 == 6,
+            'policy_iter': seed * 100 + i,
+        }
+        for i in range(n)
+    ]
     return save_samples(path_data, unique_stem(f'cp{seed}'), samples)
 
 
@@ -118,7 +138,7 @@ def _assert_stores_hold_cached_rows(reader):
         for entry in store.files:
             stored[id(entry)] = entry
             for key, column in store.columns.items():
-                rows = torch.from_numpy(column[entry.base:entry.base + entry.n])
+                rows = torch.from_numpy(column[entry.base : entry.base + entry.n])
                 assert torch.equal(rows, torch.as_tensor(entry.arrays()[key])), key
     cached = {id(entry) for entry in reader._cache.values()}
     assert set(stored) <= cached
@@ -140,7 +160,7 @@ def test_gather_after_evictions(tmp_path):
     file_bytes = 16 * (4 * 4 * 2 + 8)  # obs, next_obs, action as loaded
     reader = SampleReader(str(tmp_path), cache_bytes=5 * file_bytes)
     rng = random.Random(1)
-    for step in range(80):
+    for _step in range(80):
         chosen = rng.sample(files, rng.randint(1, 3))  # a few files a batch: gathers keep up with evictions
         ids = [rng.choice(rng.choice(chosen)) for _ in range(8)]
         _assert_gathers_as_collated(reader, ids)
@@ -191,7 +211,7 @@ def test_gather_while_another_thread_reads_and_evicts(tmp_path):
         try:
             while not stop.is_set():
                 data_id = rng.choice(rng.choice(files))
-                assert reader.read(data_id)['obs'].shape == (4, )
+                assert reader.read(data_id)['obs'].shape == (4,)
         except Exception as exc:  # reported by the main thread
             errors.append(exc)
 
@@ -211,4 +231,3 @@ def test_gather_while_another_thread_reads_and_evicts(tmp_path):
         stop.set()
         reader_thread.join()
     assert not errors, errors
-

@@ -10,9 +10,17 @@ Timestep = namedtuple('Timestep', ['obs', 'reward', 'done', 'info'])
 
 
 def make_policy(**learn):
-    cfg = dict(type='a2c', model=dict(obs_shape=2, action_shape=3, encoder_hidden_size_list=[16, 16],
-                                      actor_head_hidden_size=16, critic_head_hidden_size=16),
-               learn=dict(batch_size=32, learning_rate=0.01, **learn))
+    cfg = dict(
+        type='a2c',
+        model=dict(
+            obs_shape=2,
+            action_shape=3,
+            encoder_hidden_size_list=[16, 16],
+            actor_head_hidden_size=16,
+            critic_head_hidden_size=16,
+        ),
+        learn=dict(batch_size=32, learning_rate=0.01, **learn),
+    )
     return A2CPolicy(cfg)
 
 

@@ -1,5 +1,6 @@
 """End-to-end learning checks with a minimal hand-written loop (no collector / learner): the policies alone must
 solve CartPole-v0 (greedy mean return >= 195 over 5 episodes)."""
+
 import random
 from collections import deque, namedtuple
 
@@ -17,7 +18,6 @@ Timestep = namedtuple('Timestep', ['obs', 'reward', 'done', 'info'])
 
 
 class VecCartPole:
-
     def __init__(self, n, seed):
         self.envs = [gym.make('CartPole-v0') for _ in range(n)]
         self.obs = {i: e.reset(seed=seed + i)[0].astype(np.float32) for i, e in enumerate(self.envs)}
@@ -30,8 +30,9 @@ class VecCartPole:
             out = policy.collect_mode.forward(dict(self.obs), **kwargs)
             for i, o in out.items():
                 obs, r, term, trunc, _ = self.envs[i].step(int(o['action']))
-                ts = Timestep(obs.astype(np.float32), np.array([r], np.float32), term or trunc,
-                              {'TimeLimit.truncated': trunc})
+                ts = Timestep(
+                    obs.astype(np.float32), np.array([r], np.float32), term or trunc, {'TimeLimit.truncated': trunc}
+                )
                 self.trajs[i].append(policy.collect_mode.process_transition(self.obs[i], o, ts))
                 count += 1
                 if ts.done:
@@ -64,8 +65,13 @@ def greedy_return(policy, seed, episodes=5):
 def test_dqn_solves_cartpole():
     torch.manual_seed(0)
     random.seed(0)
-    policy = DQNPolicy(dict(model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[128, 128, 64]),
-                            discount_factor=0.97, learn=dict(batch_size=64, learning_rate=0.001)))
+    policy = DQNPolicy(
+        dict(
+            model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[128, 128, 64]),
+            discount_factor=0.97,
+            learn=dict(batch_size=64, learning_rate=0.001),
+        )
+    )
     envs, buffer, eps_fn = VecCartPole(8, 0), deque(maxlen=20000), get_epsilon_greedy_fn(0.95, 0.1, 10000)
     envstep, it = 0, 0
     while envstep < 40000:
@@ -83,12 +89,26 @@ def test_dqn_solves_cartpole():
 @pytest.mark.slow
 def test_ppo_solves_cartpole():
     torch.manual_seed(0)
-    policy = PPOPolicy(dict(
-        model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[64, 64, 128], critic_head_hidden_size=128,
-                   actor_head_hidden_size=128),
-        learn=dict(epoch_per_collect=2, batch_size=64, learning_rate=0.001, value_weight=0.5, entropy_weight=0.01,
-                   clip_ratio=0.2),
-        collect=dict(n_sample=256, discount_factor=0.9, gae_lambda=0.95)))
+    policy = PPOPolicy(
+        dict(
+            model=dict(
+                obs_shape=4,
+                action_shape=2,
+                encoder_hidden_size_list=[64, 64, 128],
+                critic_head_hidden_size=128,
+                actor_head_hidden_size=128,
+            ),
+            learn=dict(
+                epoch_per_collect=2,
+                batch_size=64,
+                learning_rate=0.001,
+                value_weight=0.5,
+                entropy_weight=0.01,
+                clip_ratio=0.2,
+            ),
+            collect=dict(n_sample=256, discount_factor=0.9, gae_lambda=0.95),
+        )
+    )
     envs, envstep, it = VecCartPole(8, 0), 0, 0
     while envstep < 60000:
         samples, n = envs.collect(policy, 256)

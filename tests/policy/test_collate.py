@@ -8,10 +8,20 @@ from ding.utils.collate import default_collate, default_decollate, to_device
 
 
 def test_collate_typical_transitions():
-    samples = [{'obs': np.full(4, i, dtype=np.float32), 'next_obs': torch.full((4,), float(i)),
-                'action': torch.tensor(i % 2), 'reward': torch.tensor(1.0), 'done': i == 2, 'collect_iter': i,
-                'replay_unique_id': f'id{i}', 'info': None, 'logit': {'mu': torch.zeros(1), 'sigma': torch.ones(1)}}
-               for i in range(3)]
+    samples = [
+        {
+            'obs': np.full(4, i, dtype=np.float32),
+            'next_obs': torch.full((4,), float(i)),
+            'action': torch.tensor(i % 2),
+            'reward': torch.tensor(1.0),
+            'done': i == 2,
+            'collect_iter': i,
+            'replay_unique_id': f'id{i}',
+            'info': None,
+            'logit': {'mu': torch.zeros(1), 'sigma': torch.ones(1)},
+        }
+        for i in range(3)
+    ]
     batch = default_collate(samples)
     assert batch['obs'].shape == (3, 4) and batch['obs'].dtype == torch.float32
     assert batch['next_obs'][2].tolist() == [2.0] * 4

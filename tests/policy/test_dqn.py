@@ -23,9 +23,17 @@ def make_policy(**overrides):
 
 def fixed_batch(n=32, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [{'obs': torch.randn(4, generator=g), 'next_obs': torch.randn(4, generator=g),
-             'action': torch.randint(0, 2, (), generator=g), 'reward': torch.rand((), generator=g),
-             'done': bool(i % 7 == 0), 'replay_unique_id': str(i)} for i in range(n)]
+    return [
+        {
+            'obs': torch.randn(4, generator=g),
+            'next_obs': torch.randn(4, generator=g),
+            'action': torch.randint(0, 2, (), generator=g),
+            'reward': torch.rand((), generator=g),
+            'done': bool(i % 7 == 0),
+            'replay_unique_id': str(i),
+        }
+        for i in range(n)
+    ]
 
 
 def test_default_config_follows_di_engine_keys():
@@ -37,7 +45,7 @@ def test_default_config_follows_di_engine_keys():
 
 def test_learn_steps_reduce_td_loss_on_a_fixed_batch():
     torch.manual_seed(0)
-    policy = make_policy(learn=dict(target_update_freq=10 ** 6))  # frozen target: a plain regression problem
+    policy = make_policy(learn=dict(target_update_freq=10**6))  # frozen target: a plain regression problem
     data = fixed_batch()
     losses = [policy.learn_mode.forward(data)['total_loss'] for _ in range(100)]
     assert np.mean(losses[-10:]) < 0.35 * losses[0]
@@ -133,10 +141,12 @@ def test_transition_done_means_terminated_not_truncated():
     policy = make_policy()
     obs = np.zeros(4, np.float32)
     out = policy.collect_mode.forward({0: obs}, eps=0.0)[0]
-    term = policy.collect_mode.process_transition(obs, out, Timestep(obs + 1, np.array([1.0], np.float32), True,
-                                                                     {'eval_episode_return': 5.0}))
-    trunc = policy.collect_mode.process_transition(obs, out, Timestep(obs + 1, 1.0, True,
-                                                                      {'TimeLimit.truncated': True}))
+    term = policy.collect_mode.process_transition(
+        obs, out, Timestep(obs + 1, np.array([1.0], np.float32), True, {'eval_episode_return': 5.0})
+    )
+    trunc = policy.collect_mode.process_transition(
+        obs, out, Timestep(obs + 1, 1.0, True, {'TimeLimit.truncated': True})
+    )
     assert term['done'] is True and trunc['done'] is False
     assert term['reward'].shape == () and term['reward'].dtype == torch.float32
     assert term['obs'].dtype == torch.float32 and torch.equal(term['next_obs'], torch.ones(4))
@@ -172,4 +182,4 @@ def test_create_policy_builds_dqn_from_a_plain_dict():
     assert isinstance(policy, DQNPolicy)
     assert policy.collect_mode.get_attribute('cuda') is False
     with pytest.raises(AttributeError, match="'learn' is not enabled"):
-        policy.learn_mode
+        _ = policy.learn_mode

@@ -7,16 +7,34 @@ import torch
 from ding.policy import PPOPolicy, create_policy
 
 Timestep = namedtuple('Timestep', ['obs', 'reward', 'done', 'info'])
-DISCRETE = dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[32, 32], actor_head_hidden_size=32,
-                critic_head_hidden_size=32)
-CONTINUOUS = dict(obs_shape=3, action_shape=1, action_space='continuous', encoder_hidden_size_list=[32, 32],
-                  actor_head_hidden_size=32, critic_head_hidden_size=32, actor_head_layer_num=0,
-                  critic_head_layer_num=0, sigma_type='conditioned', bound_type='tanh')
+DISCRETE = dict(
+    obs_shape=4,
+    action_shape=2,
+    encoder_hidden_size_list=[32, 32],
+    actor_head_hidden_size=32,
+    critic_head_hidden_size=32,
+)
+CONTINUOUS = dict(
+    obs_shape=3,
+    action_shape=1,
+    action_space='continuous',
+    encoder_hidden_size_list=[32, 32],
+    actor_head_hidden_size=32,
+    critic_head_hidden_size=32,
+    actor_head_layer_num=0,
+    critic_head_layer_num=0,
+    sigma_type='conditioned',
+    bound_type='tanh',
+)
 
 
 def make_policy(model=DISCRETE, **kw):
-    cfg = dict(type='ppo', model=dict(model), learn=dict(epoch_per_collect=2, batch_size=16, learning_rate=3e-3),
-               collect=dict(discount_factor=0.9, gae_lambda=0.95))
+    cfg = dict(
+        type='ppo',
+        model=dict(model),
+        learn=dict(epoch_per_collect=2, batch_size=16, learning_rate=3e-3),
+        collect=dict(discount_factor=0.9, gae_lambda=0.95),
+    )
     for k, v in kw.items():
         if isinstance(v, dict) and isinstance(cfg.get(k), dict):
             cfg[k].update(v)
@@ -61,8 +79,9 @@ def test_train_samples_gae_bootstraps_unless_terminated(ending):
         v_last = policy._model(traj[-1]['next_obs'][None], 'compute_critic')['value'].item()
     last_value = 0.0 if ending == 'terminated' else v_last
     samples = policy.collect_mode.get_train_sample(traj)
-    assert [s['adv'].item() for s in samples] == pytest.approx(expected_adv(values, [1.0] * 3, last_value, 0.9, 0.95),
-                                                               abs=1e-5)
+    assert [s['adv'].item() for s in samples] == pytest.approx(
+        expected_adv(values, [1.0] * 3, last_value, 0.9, 0.95), abs=1e-5
+    )
     assert [s['traj_flag'] for s in samples] == [False, False, True]
     assert samples[-1]['done'] is (ending == 'terminated')
     assert 'next_obs' in samples[0]  # kept: recompute_adv needs it

@@ -1,4 +1,5 @@
 """The NaN guard on a real DQN learner: batches with a NaN reward make the loss and gradients NaN."""
+
 import math
 
 import pytest
@@ -28,7 +29,7 @@ def make_batch(it: int, nan: bool = False) -> dict:
     batch = {
         'obs': torch.randn(BATCH, 4, generator=g),
         'next_obs': torch.randn(BATCH, 4, generator=g),
-        'action': torch.randint(0, 2, (BATCH, ), generator=g),
+        'action': torch.randint(0, 2, (BATCH,), generator=g),
         'reward': torch.rand(BATCH, generator=g),
         'done': torch.zeros(BATCH, dtype=torch.bool),
     }
@@ -38,8 +39,9 @@ def make_batch(it: int, nan: bool = False) -> dict:
 
 
 def make_learner(nan_guard=None, **hook) -> BaseLearner:
-    hooks = dict(load_ckpt_before_run='', log_show_after_iter=1, save_ckpt_after_iter=0, save_ckpt_after_run=False,
-                 keep_n=0)
+    hooks = dict(
+        load_ckpt_before_run='', log_show_after_iter=1, save_ckpt_after_iter=0, save_ckpt_after_run=False, keep_n=0
+    )
     hooks.update(hook)
     cfg = dict(hook=hooks)
     if nan_guard is not None:
@@ -118,7 +120,7 @@ def test_consecutive_bad_steps_roll_back_to_the_last_checkpoint(tmp_path, in_tmp
     assert learner.train_iter == 4  # the iteration counter went back with the weights
     assert learner.nan_guard_events == {'skipped_step': 3, 'rollback': 1, 'rollback_failed': 0}
     assert learner.nan_guard.last_rollback_path.endswith('iteration_4.safetensors')
-    assert lr_of(learner) == pytest.approx(LR * 0.5 ** 3)  # the cuts survive the optimizer state reload
+    assert lr_of(learner) == pytest.approx(LR * 0.5**3)  # the cuts survive the optimizer state reload
     text = log_text(tmp_path)
     assert 'nan_guard: rolled back to ./exp/ckpt/iteration_4.safetensors (iteration 8 -> 4)' in text
     assert 'nan_guard_rollbacks     | 1' in text
@@ -161,19 +163,24 @@ def test_guard_is_on_by_default_and_as_a_full_form_hook(tmp_path, in_tmp):
     learner = make_learner()
     in_tmp.append(learner)
     assert isinstance(learner.nan_guard, NanGuard)
-    custom = make_learner(nan_guard=dict(enable=False), guard=dict(type='nan_guard', position='before_run',
-                                                                   ext_args=dict(lr_cut_factor=0.1)))
+    custom = make_learner(
+        nan_guard=dict(enable=False),
+        guard=dict(type='nan_guard', position='before_run', ext_args=dict(lr_cut_factor=0.1)),
+    )
     in_tmp.append(custom)
     custom.train(make_batch(0, nan=True))
     assert custom.nan_guard_events['skipped_step'] == 1 and lr_of(custom) == pytest.approx(LR * 0.1)
 
 
-@pytest.mark.parametrize('bad,needle', [
-    (dict(lr_cut_factor=0), 'nan_guard.lr_cut_factor'),
-    (dict(max_consecutive_bad=0), 'nan_guard.max_consecutive_bad'),
-    (dict(enable='yes'), 'nan_guard.enable'),
-    (dict(max_bad=3), "unknown key(s) ['max_bad']"),
-])
+@pytest.mark.parametrize(
+    'bad,needle',
+    [
+        (dict(lr_cut_factor=0), 'nan_guard.lr_cut_factor'),
+        (dict(max_consecutive_bad=0), 'nan_guard.max_consecutive_bad'),
+        (dict(enable='yes'), 'nan_guard.enable'),
+        (dict(max_bad=3), "unknown key(s) ['max_bad']"),
+    ],
+)
 def test_bad_guard_config_names_the_key(bad, needle):
     with pytest.raises(ValueError) as exc:
         build_nan_guard_hook(bad)
@@ -191,6 +198,7 @@ def test_grads_finite_checks_nan_and_inf():
 
 def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
     from ding.service.metrics import ServiceMetrics, parse_metrics, sample_value
+
     metrics = ServiceMetrics(exp_name='exp').activate()
     try:
         learner = make_learner(nan_guard=dict(max_consecutive_bad=2), save_ckpt_after_iter=1)

@@ -1,6 +1,7 @@
 """Resume in parallel mode: a SIGKILLed learner process is restarted by the pipeline and continues from its
 own newest checkpoint; a SIGKILLed pipeline rerun with ``--resume auto`` continues the learner iteration and the
 coordinator's env steps; ``--resume PATH`` is checked before anything starts."""
+
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from ding.entry.resume import ResumeError  # noqa: E402
 
 def test_bad_resume_path_stops_the_run_before_anything_starts(tmp_path, monkeypatch):
     from ding.entry.parallel_entry import parallel_pipeline
+
     monkeypatch.chdir(tmp_path)
     cfg = write_config(str(tmp_path / 'cfg.py'))
     missing = str(tmp_path / 'old' / 'iteration_400.safetensors')
@@ -28,8 +30,12 @@ def test_bad_resume_path_stops_the_run_before_anything_starts(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
-    cfg = write_config(str(tmp_path / 'cfg.py'), service=dict(enable=True), stop_value=100000,
-                       learner_hook=dict(save_ckpt_after_iter=100))
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'),
+        service=dict(enable=True),
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100),
+    )
     run = ParallelRun(str(tmp_path), cfg)
     ckpt_dir = os.path.join(run.exp_dir, 'ckpt_learner0')
     try:
@@ -60,8 +66,10 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         assert run.proc.wait(60) == 0
     finally:
         run.stop()
-    assert 'learner0 reported dead' in open(os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt'),
-                                            encoding='utf-8').read()
+    assert (
+        'learner0 reported dead'
+        in open(os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt'), encoding='utf-8').read()
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -74,8 +82,12 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
-    cfg = write_config(str(tmp_path / 'cfg.py'), service=dict(enable=True), stop_value=100000,
-                       learner_hook=dict(save_ckpt_after_iter=100))
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'),
+        service=dict(enable=True),
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100),
+    )
     ckpt_dir = os.path.join(str(tmp_path), EXP, 'ckpt_learner0')
     state_path = os.path.join(str(tmp_path), EXP, 'coordinator_state.json')
 
@@ -90,8 +102,11 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
     try:
         learner_pid = first.wait_for(lambda: first.run_info('run_learner0.json'), 60, "the learner's run file")['pid']
         first.wait_for(lambda: checkpoint_iterations(ckpt_dir), 60, 'a learner checkpoint')
-        first.wait_for(lambda: (saved_state() or {}).get('train_iter', 0) >= 100, 30,
-                       'the coordinator state file to pass the checkpoint')
+        first.wait_for(
+            lambda: (saved_state() or {}).get('train_iter', 0) >= 100,
+            30,
+            'the coordinator state file to pass the checkpoint',
+        )
         os.killpg(first.proc.pid, signal.SIGKILL)  # the whole pipeline process group: no clean shutdown
         first.proc.wait(10)
     finally:
@@ -105,14 +120,19 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
 
     second = ParallelRun(str(tmp_path), cfg, '--resume', 'auto')
     try:
-        info = second.wait_for(lambda: (second.run_info() or {}).get('pid') == second.proc.pid and second.run_info(),
-                               60, "the resumed coordinator's run.json")
+        info = second.wait_for(
+            lambda: (second.run_info() or {}).get('pid') == second.proc.pid and second.run_info(),
+            60,
+            "the resumed coordinator's run.json",
+        )
         coordinator = Service(info)
 
         def env_steps() -> float:
             text = coordinator.get('/metrics').text
-            return max([float(line.split()[-1]) for line in text.splitlines()
-                        if line.startswith('collector_env_steps_total')] or [0.0])
+            return max(
+                [float(line.split()[-1]) for line in text.splitlines() if line.startswith('collector_env_steps_total')]
+                or [0.0]
+            )
 
         # The service answers before the counters are restored: wait for the first non-zero reading. A counter
         # that restarted from 0 would first report a few steps, far below the killed run's count.
@@ -120,17 +140,24 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
         assert first_reading >= killed['env_step'], first_reading  # the counter did not start from 0
         learner = Service(second.wait_for(lambda: second.run_info('run_learner0.json'), 60, "the learner's run file"))
         second.wait_for(lambda: learner.status()['iteration'] > ckpt_iter, 60, 'the learner to train on')
-        second.wait_for(lambda: (saved_state() or {}).get('env_step', 0) > killed['env_step'], 30,
-                        'the env steps to grow past the killed run')
+        second.wait_for(
+            lambda: (saved_state() or {}).get('env_step', 0) > killed['env_step'],
+            30,
+            'the env steps to grow past the killed run',
+        )
         assert coordinator.post('/run/terminate', {'wait': 60}).status_code == 200
         assert second.proc.wait(60) == 0
     finally:
         second.stop()
-    log = open(os.path.join(str(tmp_path), EXP, 'log', 'coordinator', 'coordinator_logger.txt'), encoding='utf-8',
-               errors='replace').read()
-    assert f"env_step {killed['env_step']}" in log, log[-2000:]
-    learner_log = open(os.path.join(str(tmp_path), EXP, 'log', 'learner0', 'learner0_logger.txt'), encoding='utf-8',
-                       errors='replace').read()
+    log = open(
+        os.path.join(str(tmp_path), EXP, 'log', 'coordinator', 'coordinator_logger.txt'),
+        encoding='utf-8',
+        errors='replace',
+    ).read()
+    assert f'env_step {killed["env_step"]}' in log, log[-2000:]
+    learner_log = open(
+        os.path.join(str(tmp_path), EXP, 'log', 'learner0', 'learner0_logger.txt'), encoding='utf-8', errors='replace'
+    ).read()
     m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors', learner_log)
     assert m and int(m.group(1)) == ckpt_iter, learner_log[-2000:]
     assert saved_state()['train_iter'] > ckpt_iter

@@ -1,4 +1,5 @@
 """Resuming after a crash: choosing the checkpoint, what it carries, and real runs that continue."""
+
 import copy
 import importlib
 import os
@@ -12,8 +13,7 @@ import pytest
 import torch
 from easydict import EasyDict
 
-from ding.entry.resume import (ResumeError, pack_buffer_state, resolve_resume, resume_setting,
-                               unpack_buffer_state)
+from ding.entry.resume import ResumeError, pack_buffer_state, resolve_resume, resume_setting, unpack_buffer_state
 from ding.utils.checkpoint import load_checkpoint, read_manifest, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,8 +22,9 @@ DQN_MODULE = 'dizoo.classic_control.cartpole.config.cartpole_dqn_config'
 
 
 def write_ckpt(path, last_iter: int) -> str:
-    return save_checkpoint(path, {'model': {'w': torch.full((3, ), float(last_iter))}, 'last_iter': last_iter,
-                                  'last_step': 10 * last_iter})
+    return save_checkpoint(
+        path, {'model': {'w': torch.full((3,), float(last_iter))}, 'last_iter': last_iter, 'last_step': 10 * last_iter}
+    )
 
 
 def corrupt(path: str) -> None:
@@ -77,9 +78,18 @@ def test_explicit_path_is_verified_and_errors_name_the_file(tmp_path, monkeypatc
 
 def test_packed_replay_buffer_round_trips_through_a_checkpoint(tmp_path):
     from ding.worker.replay_buffer import NaiveReplayBuffer
+
     buffer = NaiveReplayBuffer(dict(replay_buffer_size=50))
-    samples = [{'obs': torch.randn(4), 'action': torch.tensor(i % 2), 'reward': torch.tensor(float(i)),
-                'done': i % 7 == 0, 'collect_iter': i} for i in range(70)]  # wraps around the ring
+    samples = [
+        {
+            'obs': torch.randn(4),
+            'action': torch.tensor(i % 2),
+            'reward': torch.tensor(float(i)),
+            'done': i % 7 == 0,
+            'collect_iter': i,
+        }
+        for i in range(70)
+    ]  # wraps around the ring
     buffer.push(samples)
     state = buffer.state_dict()
     packed = pack_buffer_state(state)
@@ -102,6 +112,7 @@ def test_a_restarted_learner_resumes_from_its_own_directory(tmp_path, monkeypatc
     from ding.entry.resume import resume_learner
     from ding.policy.dqn import DQNPolicy
     from ding.worker.learner import BaseLearner
+
     monkeypatch.chdir(tmp_path)
 
     def learner(seed):
@@ -109,12 +120,18 @@ def test_a_restarted_learner_resumes_from_its_own_directory(tmp_path, monkeypatc
         cfg.model = EasyDict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[8], dueling=False)
         torch.manual_seed(seed)
         hook = dict(save_ckpt_after_iter=0, save_ckpt_after_run=False, log_show_after_iter=0)
-        return BaseLearner(dict(hook=hook), DQNPolicy(cfg, enable_field=['learn']).learn_mode, exp_name='exp',
-                           instance_name='learner0')
+        return BaseLearner(
+            dict(hook=hook), DQNPolicy(cfg, enable_field=['learn']).learn_mode, exp_name='exp', instance_name='learner0'
+        )
 
     first = learner(0)
-    batch = {'obs': torch.randn(8, 4), 'next_obs': torch.randn(8, 4), 'action': torch.zeros(8, dtype=torch.long),
-             'reward': torch.ones(8), 'done': torch.zeros(8, dtype=torch.bool)}
+    batch = {
+        'obs': torch.randn(8, 4),
+        'next_obs': torch.randn(8, 4),
+        'action': torch.zeros(8, dtype=torch.long),
+        'reward': torch.ones(8),
+        'done': torch.zeros(8, dtype=torch.bool),
+    }
     started = time.time()
     for _ in range(3):
         first.train(batch, envstep=40)
@@ -163,6 +180,7 @@ def final_checkpoint(exp_dir):
 def test_serial_run_resumes_counters_buffer_and_rng_in_the_same_directory(serial_env):
     from ding.entry import serial_pipeline
     from ding.entry.pipeline_parts import build_serial_parts, finish_run
+
     cfg, create = small_dqn_config('resume_exp')
     serial_pipeline((cfg, create), seed=0, max_train_iter=30)
     exp = serial_env / 'resume_exp'
@@ -172,8 +190,9 @@ def test_serial_run_resumes_counters_buffer_and_rng_in_the_same_directory(serial
     assert extra['collector_envstep'] > 0 and extra['collector_envstep'] == saved['last_step']
 
     # Build the pipeline exactly as a resumed run does and look at what it restored.
-    parts = build_serial_parts(copy.deepcopy(cfg), copy.deepcopy(create), 0, None, None, True, int(1e10),
-                               with_buffer=True, resume='auto')
+    parts = build_serial_parts(
+        copy.deepcopy(cfg), copy.deepcopy(create), 0, None, None, True, int(1e10), with_buffer=True, resume='auto'
+    )
     try:
         assert parts.resume_path == os.path.join('.', 'resume_exp', 'ckpt', last.name)
         assert parts.cfg.exp_name == 'resume_exp'  # the directory is reused, not renewed
@@ -195,12 +214,15 @@ def test_serial_run_resumes_counters_buffer_and_rng_in_the_same_directory(serial
     assert resumed['last_iter'] >= 60
     assert resumed['extra_state']['serial_pipeline']['collector_envstep'] > extra['collector_envstep']
     log = (exp / 'log' / 'learner' / 'learner_logger.txt').read_text()
-    assert f"resumed from ./resume_exp/ckpt/{last.name}: iteration {saved['last_iter']}, env step " \
-           f"{extra['collector_envstep']}, replay buffer {extra['replay_buffer']['valid_count']} samples" in log
+    assert (
+        f'resumed from ./resume_exp/ckpt/{last.name}: iteration {saved["last_iter"]}, env step '
+        f'{extra["collector_envstep"]}, replay buffer {extra["replay_buffer"]["valid_count"]} samples' in log
+    )
 
 
 def test_resume_never_starts_fresh_in_a_new_directory(serial_env):
     from ding.entry import serial_pipeline
+
     cfg, create = small_dqn_config('fresh_exp')
     serial_pipeline((cfg, create), seed=0, max_train_iter=10)
     first = {p.name for p in (serial_env / 'fresh_exp' / 'ckpt').iterdir()}
@@ -214,6 +236,7 @@ def test_resume_never_starts_fresh_in_a_new_directory(serial_env):
 
 def test_on_policy_run_resumes(serial_env):
     from ding.entry import serial_pipeline_onpolicy
+
     mod = importlib.import_module('dizoo.classic_control.cartpole.config.cartpole_ppo_config')
     cfg = EasyDict(copy.deepcopy(dict(mod.main_config)))
     cfg.exp_name = 'ppo_exp'
@@ -230,7 +253,7 @@ def test_on_policy_run_resumes(serial_env):
     assert first['last_iter'] == 3 and second['last_iter'] == 5
     assert second['last_step'] > first['last_step'] > 0
     log = (serial_env / 'ppo_exp' / 'log' / 'learner' / 'learner_logger.txt').read_text()
-    assert f"resumed from ./ppo_exp/ckpt/iteration_3.safetensors: iteration 3, env step {first['last_step']}" in log
+    assert f'resumed from ./ppo_exp/ckpt/iteration_3.safetensors: iteration 3, env step {first["last_step"]}' in log
 
 
 # ---- the command line -------------------------------------------------------------------------------
@@ -245,8 +268,14 @@ def ding_env():
 def test_cli_resume_from_a_corrupt_file_fails_before_any_work(tmp_path):
     bad = write_ckpt(str(tmp_path / 'saved' / 'iteration_5'), 5)
     corrupt(bad)
-    result = subprocess.run(ding_cmd('-m', 'serial', '-c', DQN_CONFIG, '-s', '0', '--resume', bad), cwd=tmp_path,
-                            env=ding_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ding_cmd('-m', 'serial', '-c', DQN_CONFIG, '-s', '0', '--resume', bad),
+        cwd=tmp_path,
+        env=ding_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert bad in result.stderr and 'sha256 mismatch' in result.stderr
     assert 'Traceback' not in result.stderr
@@ -255,8 +284,10 @@ def test_cli_resume_from_a_corrupt_file_fails_before_any_work(tmp_path):
 
 def _killed_then_resumed_config(tmp_path) -> str:
     text = open(DQN_CONFIG).read()
-    text = text.replace('learning_rate=0.001,', 'learning_rate=0.001, learner=dict(hook=dict(save_ckpt_after_iter=20, '
-                                                 'keep_n=0, log_show_after_iter=20)),')
+    text = text.replace(
+        'learning_rate=0.001,',
+        'learning_rate=0.001, learner=dict(hook=dict(save_ckpt_after_iter=20, keep_n=0, log_show_after_iter=20)),',
+    )
     assert 'save_ckpt_after_iter=20' in text
     path = tmp_path / 'cartpole_dqn_resume_config.py'
     path.write_text(text)
@@ -267,8 +298,14 @@ def _killed_then_resumed_config(tmp_path) -> str:
 def test_run_killed_with_sigkill_resumes_and_reaches_the_stop_value(tmp_path):
     config = _killed_then_resumed_config(tmp_path)
     ckpt_dir = tmp_path / 'cartpole_dqn_seed0' / 'ckpt'
-    proc = subprocess.Popen(ding_cmd('-m', 'serial', '-c', config, '-s', '0'), cwd=tmp_path, env=ding_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        ding_cmd('-m', 'serial', '-c', config, '-s', '0'),
+        cwd=tmp_path,
+        env=ding_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
@@ -288,8 +325,14 @@ def test_run_killed_with_sigkill_resumes_and_reaches_the_stop_value(tmp_path):
 
     before = {p.name: read_manifest(str(p)) for p in ckpt_dir.glob('*.safetensors')}
     newest_iter = max(m['last_iter'] for m in before.values())
-    result = subprocess.run(ding_cmd('-m', 'serial', '-c', config, '-s', '0', '--resume', 'auto'), cwd=tmp_path,
-                            env=ding_env(), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ding_cmd('-m', 'serial', '-c', config, '-s', '0', '--resume', 'auto'),
+        cwd=tmp_path,
+        env=ding_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'SOLVED' in result.stderr, result.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ['cartpole_dqn_seed0']
@@ -304,5 +347,5 @@ def test_run_killed_with_sigkill_resumes_and_reaches_the_stop_value(tmp_path):
     assert new, 'the resumed run wrote no checkpoint past the one it resumed from'
     assert min(man['last_step'] for man in new) > resumed_step  # env steps continued, not restarted
     # The learner's log tables after the resume count on from the resumed iteration.
-    tables = [int(x) for x in re.findall(r'=== learner iteration (\d+):', log[m.end():])]
+    tables = [int(x) for x in re.findall(r'=== learner iteration (\d+):', log[m.end() :])]
     assert tables and min(tables) > resumed_iter

@@ -10,7 +10,7 @@ def test_exp_schedule():
     eps = get_epsilon_greedy_fn(0.95, 0.1, 10000, 'exp')
     assert eps(0) == pytest.approx(0.95)
     assert eps(10000) == pytest.approx(0.1 + 0.85 * math.exp(-1))
-    assert eps(10 ** 7) == pytest.approx(0.1)
+    assert eps(10**7) == pytest.approx(0.1)
 
 
 def test_linear_schedule_is_clamped():
@@ -24,8 +24,16 @@ def test_bad_schedule_type():
 
 
 def _traj(rewards, last_done):
-    return [{'obs': torch.tensor([float(i)]), 'next_obs': torch.tensor([float(i + 1)]), 'action': torch.tensor(0),
-             'reward': torch.tensor(r), 'done': last_done and i == len(rewards) - 1} for i, r in enumerate(rewards)]
+    return [
+        {
+            'obs': torch.tensor([float(i)]),
+            'next_obs': torch.tensor([float(i + 1)]),
+            'action': torch.tensor(0),
+            'reward': torch.tensor(r),
+            'done': last_done and i == len(rewards) - 1,
+        }
+        for i, r in enumerate(rewards)
+    ]
 
 
 def test_nstep_samples_on_a_terminated_trajectory():
@@ -53,6 +61,7 @@ def test_nstep_window_stops_at_a_termination_inside_the_list():
 
 def test_running_mean_std_matches_numpy():
     import numpy as np
+
     rms = RunningMeanStd(epsilon=1e-8)
     data = np.random.RandomState(0).randn(100) * 3 + 1
     rms.update(data[:30])

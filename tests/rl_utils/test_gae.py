@@ -10,9 +10,9 @@ def test_three_step_terminated_trajectory_by_hand():
     next_value = torch.tensor([2.0, 3.0, 100.0])  # the last next value is ignored: the episode terminated
     reward = torch.tensor([1.0, 0.0, 2.0])
     done = torch.tensor([False, False, True])
-    d0 = 1 + 0.9 * 2 - 1    # 1.8
-    d1 = 0 + 0.9 * 3 - 2    # 0.7
-    d2 = 2 - 3              # -1
+    d0 = 1 + 0.9 * 2 - 1  # 1.8
+    d1 = 0 + 0.9 * 3 - 2  # 0.7
+    d2 = 2 - 3  # -1
     a2 = d2
     a1 = d1 + gamma * lam * a2
     a0 = d0 + gamma * lam * a1

@@ -3,8 +3,16 @@ import math
 import pytest
 import torch
 
-from ding.rl_utils import (a2c_data, a2c_error, ppo_data, ppo_error_continuous, ppo_policy_data,
-                           ppo_policy_error, ppo_value_data, ppo_value_error)
+from ding.rl_utils import (
+    a2c_data,
+    a2c_error,
+    ppo_data,
+    ppo_error_continuous,
+    ppo_policy_data,
+    ppo_policy_error,
+    ppo_value_data,
+    ppo_value_error,
+)
 
 
 def _logits_for_ratio(ratio: float):
@@ -15,14 +23,17 @@ def _logits_for_ratio(ratio: float):
     return new, old
 
 
-@pytest.mark.parametrize('ratio,adv,expected', [
-    (1.1, 2.0, -1.1 * 2.0),   # inside the clip range: plain ratio * A
-    (1.1, -2.0, 1.1 * 2.0),
-    (1.5, 2.0, -1.2 * 2.0),   # above 1 + eps with A > 0: clipped to 1.2
-    (1.5, -2.0, 1.5 * 2.0),   # above 1 + eps with A < 0: min() keeps the unclipped, more pessimistic term
-    (0.5, 2.0, -0.5 * 2.0),   # below 1 - eps with A > 0: unclipped term is the smaller one
-    (0.5, -2.0, 0.8 * 2.0),   # below 1 - eps with A < 0: clipped to 0.8
-])
+@pytest.mark.parametrize(
+    'ratio,adv,expected',
+    [
+        (1.1, 2.0, -1.1 * 2.0),  # inside the clip range: plain ratio * A
+        (1.1, -2.0, 1.1 * 2.0),
+        (1.5, 2.0, -1.2 * 2.0),  # above 1 + eps with A > 0: clipped to 1.2
+        (1.5, -2.0, 1.5 * 2.0),  # above 1 + eps with A < 0: min() keeps the unclipped, more pessimistic term
+        (0.5, 2.0, -0.5 * 2.0),  # below 1 - eps with A > 0: unclipped term is the smaller one
+        (0.5, -2.0, 0.8 * 2.0),  # below 1 - eps with A < 0: clipped to 0.8
+    ],
+)
 def test_clipped_surrogate_by_hand(ratio, adv, expected):
     new, old = _logits_for_ratio(ratio)
     loss, info = ppo_policy_error(ppo_policy_data(new, old, torch.tensor([0]), torch.tensor([adv]), None), 0.2)
@@ -42,8 +53,9 @@ def test_clipped_region_has_no_policy_gradient():
 
 def test_dual_clip_bounds_negative_advantage_loss():
     new, old = _logits_for_ratio(1.9)
-    loss, _ = ppo_policy_error(ppo_policy_data(new, old, torch.tensor([0]), torch.tensor([-1.0]), None), 0.2,
-                               dual_clip=1.5)
+    loss, _ = ppo_policy_error(
+        ppo_policy_data(new, old, torch.tensor([0]), torch.tensor([-1.0]), None), 0.2, dual_clip=1.5
+    )
     assert loss.policy_loss.item() == pytest.approx(1.5)  # min(-1.9, -1.2) = -1.9, max with -1.5 -> -1.5
 
 
@@ -63,10 +75,18 @@ def test_ppo_error_combines_terms_and_continuous_matches_gaussian_density():
     mu_old, sigma = torch.zeros(2, 1), torch.ones(2, 1)
     mu_new = torch.tensor([[0.1], [-0.1]])
     action = torch.tensor([[0.5], [0.5]])
-    data = ppo_data({'mu': mu_new, 'sigma': sigma}, {'mu': mu_old, 'sigma': sigma}, action,
-                    torch.zeros(2), torch.zeros(2), torch.tensor([1.0, 1.0]), torch.zeros(2), None)
+    data = ppo_data(
+        {'mu': mu_new, 'sigma': sigma},
+        {'mu': mu_old, 'sigma': sigma},
+        action,
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.tensor([1.0, 1.0]),
+        torch.zeros(2),
+        None,
+    )
     loss, info = ppo_error_continuous(data, 0.2)
-    ratio = torch.exp(-0.5 * (0.5 - mu_new.squeeze(1)) ** 2 + 0.5 * 0.5 ** 2)
+    ratio = torch.exp(-0.5 * (0.5 - mu_new.squeeze(1)) ** 2 + 0.5 * 0.5**2)
     assert loss.policy_loss.item() == pytest.approx(-ratio.mean().item(), rel=1e-5)
     assert loss.entropy_loss.item() == pytest.approx(0.5 + 0.5 * math.log(2 * math.pi), rel=1e-5)
     assert loss.value_loss.item() == 0.0

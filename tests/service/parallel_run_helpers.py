@@ -1,5 +1,6 @@
 """A real ``ding -m parallel`` run in a subprocess, for the end-to-end tests of the run service in
 parallel mode (tests/service/test_parallel_service.py, tests/resilience/test_parallel_resume.py)."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 import requests
 
@@ -18,8 +20,14 @@ CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'p
 EXP = 'svc_parallel'
 
 
-def write_config(path: str, service: Optional[dict] = None, stop_value: float = 195, collector: Optional[dict] = None,
-                 learner_hook: Optional[dict] = None, system_collectors: Optional[dict] = None) -> str:
+def write_config(
+    path: str,
+    service: dict | None = None,
+    stop_value: float = 195,
+    collector: dict | None = None,
+    learner_hook: dict | None = None,
+    system_collectors: dict | None = None,
+) -> str:
     """A copy of the parallel CartPole DQN config with the given changes (the file is a real config file)."""
     lines = [
         f'exec(open({CONFIG!r}).read())',
@@ -50,9 +58,15 @@ class ParallelRun:
         env['OMP_NUM_THREADS'] = '1'
         self.log_path = os.path.join(cwd, 'pipeline.log')
         self._log = open(self.log_path, 'wb')
-        self.proc = subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', config, '-s', '0',
-                                      *extra], cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)  # killpg-able
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', config, '-s', '0', *extra],
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # killpg-able
 
     def output(self) -> str:
         with open(self.log_path, encoding='utf-8', errors='replace') as f:
@@ -65,12 +79,13 @@ class ParallelRun:
             if value:
                 return value
             if self.proc.poll() is not None:
-                raise AssertionError(f'the run exited ({self.proc.returncode}) while waiting for {what}:\n'
-                                     f'{self.output()[-3000:]}')
+                raise AssertionError(
+                    f'the run exited ({self.proc.returncode}) while waiting for {what}:\n{self.output()[-3000:]}'
+                )
             time.sleep(0.2)
         raise AssertionError(f'timed out after {timeout}s waiting for {what}:\n{self.output()[-3000:]}')
 
-    def run_info(self, name: str = 'run.json') -> Optional[Dict[str, Any]]:
+    def run_info(self, name: str = 'run.json') -> dict[str, Any] | None:
         try:
             with open(os.path.join(self.exp_dir, name), encoding='utf-8') as f:
                 return json.load(f)
@@ -91,17 +106,17 @@ class ParallelRun:
 class Service:
     """HTTP calls to one process's run service, address and token from its run file."""
 
-    def __init__(self, info: Dict[str, Any]) -> None:
+    def __init__(self, info: dict[str, Any]) -> None:
         self.url = info['url']
-        self.headers = {'Authorization': f"Bearer {info['token']}"}
+        self.headers = {'Authorization': f'Bearer {info["token"]}'}
 
     def get(self, path: str) -> requests.Response:
         return requests.get(self.url + path, timeout=30)
 
-    def post(self, path: str, body: Optional[dict] = None) -> requests.Response:
+    def post(self, path: str, body: dict | None = None) -> requests.Response:
         return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60)
 
-    def status(self) -> Dict[str, Any]:
+    def status(self) -> dict[str, Any]:
         r = self.get('/run/status')
         assert r.status_code == 200, r.text
         return r.json()['data']

@@ -1,6 +1,8 @@
 """Real objects for the service tests: a small DQN policy, its training batches, a learner and an HTTP session."""
+
 import threading
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import requests
 import torch
@@ -16,14 +18,22 @@ def make_dqn_policy(seed: int = 0, **learn: Any) -> DQNPolicy:
     return DQNPolicy(cfg, enable_field=['learn', 'collect', 'eval'])
 
 
-def make_batch(it: int, n: int = 8, collect_iter: int = 0) -> List[Dict[str, Any]]:
+def make_batch(it: int, n: int = 8, collect_iter: int = 0) -> list[dict[str, Any]]:
     g = torch.Generator().manual_seed(it)
-    return [{'obs': torch.randn(4, generator=g), 'next_obs': torch.randn(4, generator=g),
-             'action': torch.randint(0, 2, (), generator=g), 'reward': torch.rand((), generator=g),
-             'done': False, 'collect_iter': collect_iter} for _ in range(n)]
+    return [
+        {
+            'obs': torch.randn(4, generator=g),
+            'next_obs': torch.randn(4, generator=g),
+            'action': torch.randint(0, 2, (), generator=g),
+            'reward': torch.rand((), generator=g),
+            'done': False,
+            'collect_iter': collect_iter,
+        }
+        for _ in range(n)
+    ]
 
 
-def learner_cfg(**hook: Any) -> Dict[str, Any]:
+def learner_cfg(**hook: Any) -> dict[str, Any]:
     """A learner config with every built-in hook off except those given."""
     base = dict(load_ckpt_before_run='', log_show_after_iter=0, save_ckpt_after_iter=0, save_ckpt_after_run=False)
     base.update(hook)

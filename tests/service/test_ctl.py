@@ -1,15 +1,16 @@
 """``ding ctl`` against a real run service on 127.0.0.1 (the CLI's own entry point, in-process)."""
+
 import json
 import time
 
 import pytest
+from service_helpers import TrainLoop
 
 from ding.entry.cli import main as ding_main
 from ding.entry.ctl import parse_assignment
 from ding.service.hooks import write_run_file
 from ding.service.http import serve
 from ding.service.run_control import RunControl
-from service_helpers import TrainLoop
 
 TOKEN = 'ctl-test-token'
 
@@ -50,8 +51,12 @@ def test_status_pause_tune_resume_terminate(run, capsys):
     assert ding_main(['ctl', '--exp-dir', exp_dir, 'pause']) == 0  # options before the command work too
     assert 'state: paused' in capsys.readouterr().out and control.state == 'paused'
 
-    assert ding_main(['ctl', 'tune', '--exp-dir', exp_dir, '--set', 'learning_rate=3e-4', '--set',
-                      'policy.learn.batch_size=64']) == 0
+    assert (
+        ding_main(
+            ['ctl', 'tune', '--exp-dir', exp_dir, '--set', 'learning_rate=3e-4', '--set', 'policy.learn.batch_size=64']
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert 'learning_rate: 0.01 -> 0.0003' in out and 'batch_size: 32 -> 64' in out
     assert values == {'learning_rate': 0.0003, 'batch_size': 64}

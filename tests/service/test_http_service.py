@@ -1,13 +1,14 @@
 """The run service over real HTTP on 127.0.0.1: auth, control, metrics, health, errors."""
+
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from service_helpers import TrainLoop, session
 
 from ding.service.http import ServiceServer, serve
 from ding.service.metrics import ServiceMetrics, inc_nan_guard_event, parse_metrics, sample_value
 from ding.service.run_control import RunControl
-from service_helpers import TrainLoop, session
 
 TOKEN = 'test-token-123'
 AUTH = {'Authorization': f'Bearer {TOKEN}'}
@@ -28,8 +29,9 @@ def service():
             return False
         time.sleep(0.005)
         control.note_progress(i + 1)
-        metrics.observe_iteration(i + 1, {'total_loss': 0.5, 'policy_loss': 0.25, 'entropy_loss': 0.7,
-                                          'cur_lr': lr['value']})
+        metrics.observe_iteration(
+            i + 1, {'total_loss': 0.5, 'policy_loss': 0.25, 'entropy_loss': 0.7, 'cur_lr': lr['value']}
+        )
         metrics.observe_sample(0.001, lag=1.0)
         return True
 
@@ -113,10 +115,24 @@ def test_metrics_parse_as_prometheus_text(service):
     response = http.get(server.url + '/metrics')
     assert response.status_code == 200 and response.headers['Content-Type'].startswith('text/plain')
     families = {f.name: f for f in text_string_to_metric_families(response.text)}
-    for name in ('learner_sgd_steps', 'learner_policy_loss', 'learner_value_loss', 'learner_entropy',
-                 'learner_sample_latency_seconds', 'learner_checkpoint_duration_seconds', 'learner_weights_publish',
-                 'learner_last_step_timestamp_seconds', 'prefetch_queue_size', 'collector_env_steps', 'policy_lag',
-                 'nan_guard_events', 'run_control_events', 'run_state', 'learner_hyperparameter', 'ding_run_info'):
+    for name in (
+        'learner_sgd_steps',
+        'learner_policy_loss',
+        'learner_value_loss',
+        'learner_entropy',
+        'learner_sample_latency_seconds',
+        'learner_checkpoint_duration_seconds',
+        'learner_weights_publish',
+        'learner_last_step_timestamp_seconds',
+        'prefetch_queue_size',
+        'collector_env_steps',
+        'policy_lag',
+        'nan_guard_events',
+        'run_control_events',
+        'run_state',
+        'learner_hyperparameter',
+        'ding_run_info',
+    ):
         assert name in families, name
     assert families['policy_lag'].type == 'histogram'
     parsed = parse_metrics(response.text)
@@ -128,8 +144,9 @@ def test_metrics_parse_as_prometheus_text(service):
     assert sample_value(parsed, 'run_control_events_total', event='tune') == 1
     assert sample_value(parsed, 'run_state', run_state='paused') == 1
     assert sample_value(parsed, 'learner_hyperparameter', key='learning_rate') == 0.003
-    assert sample_value(parsed, 'ding_run_info', config_hash='abc', exp_name='exp', run_id='run-1',
-                        worker='learner') == 1
+    assert (
+        sample_value(parsed, 'ding_run_info', config_hash='abc', exp_name='exp', run_id='run-1', worker='learner') == 1
+    )
     assert sample_value(parsed, 'policy_lag_count') == steps
 
 

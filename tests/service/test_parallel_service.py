@@ -1,13 +1,14 @@
 """The run service in parallel mode, end to end: a real ``ding -m parallel`` run (coordinator, learner and
 collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated; weights over HTTP."""
+
 import os
 import time
 
 import pytest
+from parallel_run_helpers import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from ding.config.errors import ConfigError
-from parallel_run_helpers import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 
 SERVICE = dict(enable=True, weights_freq=20)
 
@@ -23,8 +24,9 @@ def live_run(tmp_path_factory):
     """One parallel run that does not end by itself (stop value out of reach), shared by the tests below
     in order; the last one terminates it."""
     cwd = str(tmp_path_factory.mktemp('parallel_service'))
-    cfg = write_config(os.path.join(cwd, 'cfg.py'), service=SERVICE, stop_value=100000,
-                       learner_hook=dict(save_ckpt_after_iter=100000))
+    cfg = write_config(
+        os.path.join(cwd, 'cfg.py'), service=SERVICE, stop_value=100000, learner_hook=dict(save_ckpt_after_iter=100000)
+    )
     run = ParallelRun(cwd, cfg)
     try:
         info = run.wait_for(lambda: run.run_info(), 60, 'the coordinator run.json')
@@ -81,8 +83,11 @@ def test_pause_tune_resume(live_run):
 
     assert coordinator.post('/run/resume').status_code == 200
     # The learning rate travels with the next learn task and is applied between two learner iterations.
-    run.wait_for(lambda: learner.status()['hyperparameters'].get('learning_rate') == 0.0005, 30,
-                 'the learner to apply the tuned learning rate')
+    run.wait_for(
+        lambda: learner.status()['hyperparameters'].get('learning_rate') == 0.0005,
+        30,
+        'the learner to apply the tuned learning rate',
+    )
     run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on after resume')
     assert coordinator.status()['hyperparameters']['eps.end'] == 0.05
 
@@ -122,8 +127,11 @@ def test_tune_batch_size_and_pacing_refuses_what_parallel_dqn_lacks(live_run):
     assert hyperparameter_gauge(coordinator, 'max_samples_per_iter') == 8
     assert any(e['event'] == 'tune' and 'batch_size' in e['changes'] for e in coordinator.status()['events'])
     # forwarded with the next learn task; the learner's data demand uses it from then on
-    run.wait_for(lambda: learner.status()['hyperparameters'].get('batch_size') == 16, 30,
-                 'the learner to apply the tuned batch size')
+    run.wait_for(
+        lambda: learner.status()['hyperparameters'].get('batch_size') == 16,
+        30,
+        'the learner to apply the tuned batch size',
+    )
     assert hyperparameter_gauge(learner, 'batch_size') == 16
     it = learner.status()['iteration']
     run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on with the new batch size')
@@ -147,8 +155,9 @@ def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
     learner's weights if they fetch them over HTTP."""
     nowhere = str(tmp_path / 'no_policy_here')
     collectors = {f'collector{i}': dict(path_policy=nowhere) for i in range(2)}
-    cfg = write_config(str(tmp_path / 'cfg.py'), service=SERVICE, collector=dict(policy_transport='http'),
-                       system_collectors=collectors)
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'), service=SERVICE, collector=dict(policy_transport='http'), system_collectors=collectors
+    )
     run = ParallelRun(str(tmp_path), cfg, '--env-step', '400000')  # a bound for a run gone wrong, not a target
     try:
         assert run.proc.wait(360) == 0, run.output()[-3000:]
@@ -168,6 +177,7 @@ def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
 
 def test_http_transport_needs_the_service(tmp_path, monkeypatch):
     from ding.entry.parallel_entry import parallel_pipeline
+
     monkeypatch.chdir(tmp_path)
     cfg = write_config(str(tmp_path / 'cfg.py'), collector=dict(policy_transport='http'))
     with pytest.raises(ConfigError, match='policy_transport'):

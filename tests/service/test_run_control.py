@@ -1,15 +1,23 @@
 """The run-control state machine, driven by a real learner training a DQN policy in a thread."""
+
 import threading
 import time
 
 import pytest
+from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy
 
 from ding.service.hooks import RunControlHook, ServiceRuntime
-from ding.service.run_control import (Interval, RunControl, RunStateError, TuneError, canonical_key, check_tune_value,
-                                      tune_bounds)
+from ding.service.run_control import (
+    Interval,
+    RunControl,
+    RunStateError,
+    TuneError,
+    canonical_key,
+    check_tune_value,
+    tune_bounds,
+)
 from ding.worker.learner import BaseLearner
 from ding.worker.learner.learner_hook import iterations_done
-from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy
 
 
 def wait_until(predicate, timeout=30.0, what='condition'):
@@ -62,15 +70,18 @@ def test_tune_bounds_come_from_the_config_bounds_narrowed_for_live_changes():
     assert check_tune_value('update_per_collect', 4.0) == 4 and isinstance(check_tune_value('batch_size', 8.0), int)
 
 
-@pytest.mark.parametrize('key, value, reason, needle', [
-    ('learning_rate', 0.0, 'out_of_range', 'learning_rate = 0.0 is out of range: must be in (0, 1]'),
-    ('learning_rate', 3, 'out_of_range', 'must be in (0, 1]'),
-    ('learning_rate', float('nan'), 'out_of_range', 'learning_rate'),
-    ('batch_size', 2.5, 'wrong_type', 'batch_size: expected an integer'),
-    ('batch_size', True, 'wrong_type', 'expected an integer'),
-    ('entropy_weight', '0.1', 'wrong_type', 'expected a number'),
-    ('lr', 0.1, 'unknown_key', "unknown tune key 'lr'"),
-])
+@pytest.mark.parametrize(
+    'key, value, reason, needle',
+    [
+        ('learning_rate', 0.0, 'out_of_range', 'learning_rate = 0.0 is out of range: must be in (0, 1]'),
+        ('learning_rate', 3, 'out_of_range', 'must be in (0, 1]'),
+        ('learning_rate', float('nan'), 'out_of_range', 'learning_rate'),
+        ('batch_size', 2.5, 'wrong_type', 'batch_size: expected an integer'),
+        ('batch_size', True, 'wrong_type', 'expected an integer'),
+        ('entropy_weight', '0.1', 'wrong_type', 'expected a number'),
+        ('lr', 0.1, 'unknown_key', "unknown tune key 'lr'"),
+    ],
+)
 def test_check_tune_value_names_key_and_bound(key, value, reason, needle):
     with pytest.raises(TuneError) as info:
         check_tune_value(key, value)
@@ -167,8 +178,9 @@ def test_run_control_hook_calls_on_terminate_once(tmp_path, monkeypatch):
     learner = BaseLearner(learner_cfg(), policy.learn_mode, exp_name='hook_exp')
     control = RunControl()
     stopped = []
-    learner.register_hook(RunControlHook(control=control,
-                                         on_terminate=lambda engine: stopped.append(iterations_done(engine))))
+    learner.register_hook(
+        RunControlHook(control=control, on_terminate=lambda engine: stopped.append(iterations_done(engine)))
+    )
     try:
         learner.train(make_batch(0))
         control.request_terminate()

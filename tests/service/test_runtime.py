@@ -1,9 +1,11 @@
 """ServiceRuntime on a real learner: hooks feed metrics, weights and the JSON event log; run.json; config checks."""
+
 import os
 import stat
 import time
 
 import pytest
+from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
 
 from ding.config import ConfigError
 from ding.service import SERVICE_DEFAULTS, check_service_config
@@ -12,7 +14,6 @@ from ding.service.json_log import JsonEventLog, read_events
 from ding.service.metrics import active_metrics, inc_nan_guard_event, parse_metrics, sample_value
 from ding.service.weights import WeightsClient
 from ding.worker.learner import BaseLearner
-from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
 
 
 @pytest.fixture
@@ -63,8 +64,12 @@ def test_hooks_feed_metrics_weights_and_checkpoint_timing(runtime_learner):
 
         inc_nan_guard_event('rollback')
         assert active_metrics() is runtime.metrics
-        assert sample_value(parse_metrics(http.get(runtime.server.url + '/metrics').text), 'nan_guard_events_total',
-                            kind='rollback') == 1
+        assert (
+            sample_value(
+                parse_metrics(http.get(runtime.server.url + '/metrics').text), 'nan_guard_events_total', kind='rollback'
+            )
+            == 1
+        )
 
         out = runtime.control.request_terminate()  # no loop: the final action runs at the next gate
         assert out['state'] == 'terminating'
@@ -116,7 +121,7 @@ def test_json_event_log_writes_valid_json_for_any_value(tmp_path):
     log.emit('x', value=float('nan'), nested={'a': float('inf'), 'b': [1, 2.5]}, obj=object())
     log.close()
     log.emit('after close is ignored')
-    (event, ) = read_events(str(tmp_path / 'e.jsonl'))
+    (event,) = read_events(str(tmp_path / 'e.jsonl'))
     assert event['iteration'] == 9 and event['value'] == 'nan' and event['nested'] == {'a': 'inf', 'b': [1, 2.5]}
 
 
@@ -156,26 +161,34 @@ def test_weights_are_published_on_demand_between_iterations(runtime_learner):
 def test_a_coordinator_style_process_serves_run_control_and_polls(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from ding.service.hooks import start_service
+
     runtime = start_service(dict(enable=True), 'job', instance='coordinator', serve_weights=False)
     rounds = {'n': 4}
     runtime.register_tunable('batch_size', lambda: rounds['n'], lambda v: rounds.__setitem__('n', v))
     http = session()
     try:
         info = read_run_file(os.path.join('job', 'run.json'))
-        auth = {'Authorization': f"Bearer {info['token']}"}
+        auth = {'Authorization': f'Bearer {info["token"]}'}
         assert http.get(runtime.server.url + '/weights/current').status_code == 404  # no weights here
         assert runtime.control.poll(0) == 'running'
-        assert http.post(runtime.server.url + '/run/pause', json={'wait': 0}, headers=auth).json()['data']['state'] \
+        assert (
+            http.post(runtime.server.url + '/run/pause', json={'wait': 0}, headers=auth).json()['data']['state']
             == 'pausing'
+        )
         assert runtime.control.poll(0) == 'paused' and runtime.control.poll(0) == 'paused'  # never blocks
-        tuned = http.post(runtime.server.url + '/run/tune', json={'changes': {'batch_size': 16}, 'wait': 0},
-                          headers=auth).json()['data']
+        tuned = http.post(
+            runtime.server.url + '/run/tune', json={'changes': {'batch_size': 16}, 'wait': 0}, headers=auth
+        ).json()['data']
         assert tuned['applied'] is False  # accepted; applied at the next poll
         assert runtime.control.poll(0) == 'paused' and rounds['n'] == 16
         parsed = parse_metrics(http.get(runtime.server.url + '/metrics').text)
         assert sample_value(parsed, 'learner_hyperparameter', key='batch_size') == 16
-        assert sample_value(parsed, 'ding_run_info', config_hash='', exp_name='job', run_id=runtime.run_id,
-                            worker='coordinator') == 1
+        assert (
+            sample_value(
+                parsed, 'ding_run_info', config_hash='', exp_name='job', run_id=runtime.run_id, worker='coordinator'
+            )
+            == 1
+        )
         http.post(runtime.server.url + '/run/terminate', json={'wait': 0}, headers=auth)
         assert runtime.control.poll(0) == 'terminated'
     finally:

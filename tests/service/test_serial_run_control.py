@@ -1,4 +1,5 @@
 """End to end: a real ``ding -m serial`` CartPole DQN run driven over HTTP (pause, tune, resume, terminate)."""
+
 import json
 import os
 import signal
@@ -9,15 +10,15 @@ import textwrap
 import time
 
 import pytest
+from service_helpers import session
 
 from ding.service.json_log import read_events
 from ding.service.metrics import parse_metrics, sample_value
 from ding.utils.checkpoint import read_manifest
-from service_helpers import session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CONFIG = textwrap.dedent('''
+CONFIG = textwrap.dedent("""
     from easydict import EasyDict
     main_config = EasyDict(dict(
         exp_name='ctl_exp',
@@ -40,7 +41,7 @@ CONFIG = textwrap.dedent('''
         policy=dict(type='dqn'),
         replay_buffer=dict(type='deque'),
     ))
-''')
+""")
 
 
 def wait_for(predicate, timeout, what, proc=None):
@@ -58,18 +59,27 @@ def wait_for(predicate, timeout, what, proc=None):
 @pytest.mark.slow
 def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
     (tmp_path / 'cfg.py').write_text(CONFIG)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''), DING_PROGRESS='0',
-               OMP_NUM_THREADS='1')
+    env = dict(
+        os.environ,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),
+        DING_PROGRESS='0',
+        OMP_NUM_THREADS='1',
+    )
     log = open(tmp_path / 'run.log', 'wb')
-    proc = subprocess.Popen([sys.executable, '-m', 'ding.entry.cli', '-m', 'serial', '-c', 'cfg.py', '-s', '0'],
-                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'serial', '-c', 'cfg.py', '-s', '0'],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     http = session()
     try:
         run_file = tmp_path / 'ctl_exp' / 'run.json'
         wait_for(run_file.exists, 300, 'run.json', proc)
         assert stat.S_IMODE(os.stat(run_file).st_mode) == 0o600
         info = json.loads(run_file.read_text())
-        url, auth = info['url'], {'Authorization': f"Bearer {info['token']}"}
+        url, auth = info['url'], {'Authorization': f'Bearer {info["token"]}'}
         assert info['address'].startswith('127.0.0.1:')
 
         def status():
@@ -93,8 +103,12 @@ def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
         assert sample_value(metrics(), 'learner_sgd_steps_total') == at
 
         # Tune while paused: applied at once (between iterations); out of range: 4xx naming key and bound.
-        tuned = http.post(url + '/run/tune', json={'changes': {'learning_rate': 0.0005, 'update_per_collect': 3}},
-                          headers=auth, timeout=60)
+        tuned = http.post(
+            url + '/run/tune',
+            json={'changes': {'learning_rate': 0.0005, 'update_per_collect': 3}},
+            headers=auth,
+            timeout=60,
+        )
         assert tuned.status_code == 200 and tuned.json()['data']['applied'] is True
         assert status()['hyperparameters']['learning_rate'] == 0.0005
         bad = http.post(url + '/run/tune', json={'changes': {'learning_rate': 5.0}}, headers=auth, timeout=30)
@@ -128,8 +142,18 @@ def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
 
         events = read_events(str(tmp_path / 'ctl_exp' / 'log' / 'events.jsonl'))
         names = [e['event'] for e in events]
-        for name in ('run_start', 'service_started', 'pause_requested', 'paused', 'tune', 'tune_rejected', 'resume',
-                     'terminate_requested', 'terminated', 'run_end'):
+        for name in (
+            'run_start',
+            'service_started',
+            'pause_requested',
+            'paused',
+            'tune',
+            'tune_rejected',
+            'resume',
+            'terminate_requested',
+            'terminated',
+            'run_end',
+        ):
             assert name in names, name
         resume = next(e for e in events if e['event'] == 'resume')
         assert resume['paused_at_iteration'] == at and resume['iteration'] == at

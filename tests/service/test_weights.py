@@ -1,15 +1,25 @@
 """Policy weights over HTTP: publish, fetch, 304, integrity checks and a collector keeping its last good weights."""
+
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
+from service_helpers import make_batch, make_dqn_policy, session
 
 from ding.service.http import serve
-from ding.service.weights import (HEADER_SHA256, HEADER_VERSION, WeightsClient, WeightsError, WeightsFollower,
-                                  WeightsStore, check_policy_transport, deserialize_weights, etag_matches,
-                                  serialize_weights)
-from service_helpers import make_batch, make_dqn_policy, session
+from ding.service.weights import (
+    HEADER_SHA256,
+    HEADER_VERSION,
+    WeightsClient,
+    WeightsError,
+    WeightsFollower,
+    WeightsStore,
+    check_policy_transport,
+    deserialize_weights,
+    etag_matches,
+    serialize_weights,
+)
 
 
 def model_weights(policy):
@@ -33,7 +43,6 @@ class TamperingProxy:
         http = session()
 
         class Handler(BaseHTTPRequestHandler):
-
             def do_GET(self):  # noqa: N802 (http.server's naming)
                 headers = {k: v for k, v in self.headers.items() if k.lower() == 'if-none-match'}
                 answer = http.get(upstream + self.path, headers=headers)
@@ -173,5 +182,5 @@ def test_etag_matching_and_transport_names():
     assert etag_matches(f'"x", "{sha}"', sha) and etag_matches('*', sha)
     assert not etag_matches(None, sha) and not etag_matches('"other"', sha)
     assert check_policy_transport('http') == 'http' and check_policy_transport('fs') == 'fs'
-    with pytest.raises(ValueError, match="collector.policy_transport must be one of"):
+    with pytest.raises(ValueError, match='collector.policy_transport must be one of'):
         check_policy_transport('redis', 'collector.policy_transport')

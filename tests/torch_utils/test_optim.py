@@ -1,4 +1,5 @@
 """ding's Adam: torch's maths and state dict, without importing the compiler stack in eager training."""
+
 import subprocess
 import sys
 

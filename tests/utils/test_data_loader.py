@@ -1,4 +1,5 @@
 """AsyncDataLoader: background batches from a data source, in a thread or in worker processes."""
+
 import gc
 import multiprocessing as mp
 import os
@@ -29,7 +30,7 @@ class CountingSource:
         self.calls += 1
         out = []
         for _ in range(batch_size):
-            out.append({'obs': torch.full((self.obs_dim, ), float(self.next_id)), 'id': torch.tensor(self.next_id)})
+            out.append({'obs': torch.full((self.obs_dim,), float(self.next_id)), 'id': torch.tensor(self.next_id)})
             self.next_id += 1
         return out
 
@@ -83,7 +84,7 @@ def test_workers_run_partial_callables_from_files(tmp_path, no_leaks):
     paths = []
     for i in range(12):
         p = str(tmp_path / f'sample_{i}.pt')
-        torch.save({'obs': torch.full((3, ), float(i)), 'id': torch.tensor(i)}, p)
+        torch.save({'obs': torch.full((3,), float(i)), 'id': torch.tensor(i)}, p)
         paths.append(p)
     cursor = [0]
 
@@ -92,8 +93,9 @@ def test_workers_run_partial_callables_from_files(tmp_path, no_leaks):
         cursor[0] += n
         return out
 
-    with AsyncDataLoader(source, batch_size=4, device='cpu', chunk_size=2, collate_fn=stack_collate,
-                         num_workers=2) as loader:
+    with AsyncDataLoader(
+        source, batch_size=4, device='cpu', chunk_size=2, collate_fn=stack_collate, num_workers=2
+    ) as loader:
         assert len(loader.worker_pids) == 2
         batches = [next(loader) for _ in range(3)]
     assert torch.cat([b['id'] for b in batches]).tolist() == list(range(12))
@@ -132,8 +134,9 @@ def test_one_job_per_batch_still_uses_every_worker_and_keeps_order(no_leaks):
         return [partial(tagged_sample, counter[0], delay) for _ in range(n)]
 
     # chunk_size == batch_size (the learner's default): each batch is a single job
-    with AsyncDataLoader(source, batch_size=2, device='cpu', chunk_size=2, collate_fn=stack_collate,
-                         num_workers=2) as loader:
+    with AsyncDataLoader(
+        source, batch_size=2, device='cpu', chunk_size=2, collate_fn=stack_collate, num_workers=2
+    ) as loader:
         batches = [next(loader) for _ in range(4)]
     assert [b['batch'][0].item() for b in batches] == [1, 2, 3, 4]  # order kept
     assert len({b['pid'][0].item() for b in batches}) == 2  # both workers had work
@@ -215,8 +218,9 @@ def test_refill_at_makes_the_producer_work_in_bursts(no_leaks):
         time.sleep(0.2)  # ... and no call more
         return source.calls
 
-    with AsyncDataLoader(source, batch_size=2, device='cpu', collate_fn=stack_collate, queue_maxsize=4,
-                         refill_at=1) as loader:
+    with AsyncDataLoader(
+        source, batch_size=2, device='cpu', collate_fn=stack_collate, queue_maxsize=4, refill_at=1
+    ) as loader:
         assert calls_once_settled(4) == 4  # filled the queue, then waits
         ids = [int(next(loader)['id'][0]) for _ in range(2)]
         assert calls_once_settled(4) == 4  # 2 batches left > refill_at: still waiting

@@ -1,5 +1,6 @@
 """The lean tensorboard writer: its files are valid TFRecords of tensorboard Events (checked with tensorboardX's
 own protobuf classes and CRC), ``flush()`` puts them on disk, and non-scalar calls reach tensorboardX."""
+
 import glob
 import os
 import struct
@@ -24,11 +25,11 @@ def read_records(path):
         data = f.read()
     records, pos = [], 0
     while pos < len(data):
-        header = data[pos:pos + 8]
-        (length, ) = struct.unpack('<Q', header)
-        assert struct.unpack('<I', data[pos + 8:pos + 12])[0] == masked(header)
-        payload = data[pos + 12:pos + 12 + length]
-        assert struct.unpack('<I', data[pos + 12 + length:pos + 16 + length])[0] == masked(payload)
+        header = data[pos : pos + 8]
+        (length,) = struct.unpack('<Q', header)
+        assert struct.unpack('<I', data[pos + 8 : pos + 12])[0] == masked(header)
+        payload = data[pos + 12 : pos + 12 + length]
+        assert struct.unpack('<I', data[pos + 12 + length : pos + 16 + length])[0] == masked(payload)
         records.append(payload)
         pos += 16 + length
     return records
@@ -36,6 +37,7 @@ def read_records(path):
 
 def parse_events(path):
     from tensorboardX.proto import event_pb2
+
     return [event_pb2.Event.FromString(r) for r in read_records(path)]
 
 
@@ -55,12 +57,16 @@ def test_scalars_are_readable_tensorboard_events_after_flush(tmp_path):
     writer.add_scalar('eval/return', np.float64(195.5), 300, walltime=1234.5)
     writer.add_scalar('eval/negative_step', 1.0, -3)
     writer.flush()  # on disk now, before close
-    (path, ) = glob.glob(str(tmp_path / 'tb' / 'events.out.tfevents.*'))
+    (path,) = glob.glob(str(tmp_path / 'tb' / 'events.out.tfevents.*'))
     events = parse_events(path)
     assert events[0].file_version == 'brain.Event:2'
     got = [(e.summary.value[0].tag, e.step, e.summary.value[0].simple_value) for e in events[1:]]
-    assert got == [('learner/loss', 0, 0.25), ('learner/loss', 7, 0.125), ('eval/return', 300, 195.5),
-                   ('eval/negative_step', -3, 1.0)]
+    assert got == [
+        ('learner/loss', 0, 0.25),
+        ('learner/loss', 7, 0.125),
+        ('eval/return', 300, 195.5),
+        ('eval/negative_step', -3, 1.0),
+    ]
     assert events[3].wall_time == 1234.5
     writer.close()
     with pytest.raises(ValueError, match='closed'):

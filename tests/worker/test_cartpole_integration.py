@@ -1,4 +1,5 @@
 """The workers with the real CartPole env, env manager, DQN policy and learner: a few real iterations."""
+
 from functools import partial
 
 import pytest
@@ -21,6 +22,7 @@ def workdir(tmp_path, monkeypatch):
 
 def cartpole_manager(env_num, seed, dynamic_seed=True):
     from dizoo.classic_control.cartpole.envs.cartpole_env import CartPoleEnv
+
     mgr = BaseEnvManager([partial(CartPoleEnv, {}) for _ in range(env_num)])
     mgr.seed(seed, dynamic_seed=dynamic_seed)
     return mgr
@@ -28,19 +30,21 @@ def cartpole_manager(env_num, seed, dynamic_seed=True):
 
 def dqn_policy(**cfg):
     from ding.policy.dqn import DQNPolicy
+
     torch.manual_seed(0)
     return DQNPolicy(dict(model=MODEL, collect=dict(n_sample=32), **cfg))
 
 
 def test_dqn_collect_prioritized_replay_and_learn(workdir):
     from ding.worker.learner import BaseLearner
+
     policy = dqn_policy(priority=True, priority_IS_weight=True, learn=dict(batch_size=32))
     collector = SampleSerialCollector(dict(), cartpole_manager(4, seed=0), policy.collect_mode, exp_name='exp')
     learner = BaseLearner(dict(hook=dict(save_ckpt_after_run=False)), policy.learn_mode, exp_name='exp')
     buffer = create_buffer(dict(type='advanced', replay_buffer_size=1000, alpha=0.6), exp_name='exp')
     try:
         assert collector.traj_len == 8  # ceil(32 / 4)
-        for it in range(4):
+        for _it in range(4):
             data = collector.collect(train_iter=learner.train_iter, policy_kwargs={'eps': 0.5})
             assert len(data) == 32
             keys = {'obs', 'next_obs', 'action', 'reward', 'done', 'collect_iter', 'env_id'}
@@ -66,9 +70,9 @@ def test_dqn_collect_prioritized_replay_and_learn(workdir):
 
 def test_dqn_evaluator_on_cartpole_is_repeatable(workdir):
     policy = dqn_policy()
-    evaluator = InteractionSerialEvaluator(dict(n_episode=3, stop_value=195),
-                                           cartpole_manager(2, 7, dynamic_seed=False),
-                                           policy.eval_mode, exp_name='exp')
+    evaluator = InteractionSerialEvaluator(
+        dict(n_episode=3, stop_value=195), cartpole_manager(2, 7, dynamic_seed=False), policy.eval_mode, exp_name='exp'
+    )
     saved = []
     try:
         stop, first = evaluator.eval(saved.append, train_iter=0, envstep=0)
@@ -84,15 +88,21 @@ def test_dqn_evaluator_on_cartpole_is_repeatable(workdir):
 def test_ppo_rollouts_are_cut_and_bootstrapped(workdir):
     from ding.policy.ppo import PPOPolicy
     from ding.worker.learner import BaseLearner
+
     torch.manual_seed(0)
-    policy = PPOPolicy(dict(model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[32, 32]),
-                            collect=dict(n_sample=64), learn=dict(epoch_per_collect=1, batch_size=32)))
+    policy = PPOPolicy(
+        dict(
+            model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[32, 32]),
+            collect=dict(n_sample=64),
+            learn=dict(epoch_per_collect=1, batch_size=32),
+        )
+    )
     collector = SampleSerialCollector(dict(), cartpole_manager(4, seed=1), policy.collect_mode, exp_name='exp')
     learner = BaseLearner(dict(hook=dict(save_ckpt_after_run=False)), policy.learn_mode, exp_name='exp')
     try:
         assert collector.traj_len == 16
         expected_iters = 0
-        for it in range(3):
+        for _it in range(3):
             data = collector.collect(train_iter=learner.train_iter, drop_extra=False)
             expected_iters += -(-len(data) // 32)  # one training iteration per optimizer step (minibatch)
             assert len(data) >= 64 and all(d['collect_iter'] == learner.train_iter for d in data)
@@ -116,8 +126,13 @@ def test_commander_eps_schedule_from_dqn_command_policy(workdir):
     from ding.policy import create_policy
     from ding.worker.coordinator import create_serial_commander
     from ding.worker.learner import BaseLearner
-    cfg = dict(type='dqn_command', model=MODEL, collect=dict(n_sample=16),
-               other=dict(eps=dict(type='linear', start=0.9, end=0.1, decay=100)))
+
+    cfg = dict(
+        type='dqn_command',
+        model=MODEL,
+        collect=dict(n_sample=16),
+        other=dict(eps=dict(type='linear', start=0.9, end=0.1, decay=100)),
+    )
     policy = create_policy(cfg, enable_field=['learn', 'collect', 'eval', 'command'])
     collector = SampleSerialCollector(dict(), cartpole_manager(2, seed=0), policy.collect_mode, exp_name='exp')
     learner = BaseLearner(dict(hook=dict(save_ckpt_after_run=False)), policy.learn_mode, exp_name='exp')

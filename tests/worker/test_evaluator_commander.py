@@ -1,11 +1,16 @@
 """InteractionSerialEvaluator, EpisodeSerialCollector and BaseSerialCommander on real envs and a real policy."""
+
 import pytest
+from worker_toys import TinyPolicy, make_manager
 
 from ding.utils.registry import COMMANDER_REGISTRY, SERIAL_EVALUATOR_REGISTRY
-from ding.worker.collector import (EpisodeSerialCollector, InteractionSerialEvaluator, create_serial_collector,
-                                   create_serial_evaluator)
+from ding.worker.collector import (
+    EpisodeSerialCollector,
+    InteractionSerialEvaluator,
+    create_serial_collector,
+    create_serial_evaluator,
+)
 from ding.worker.coordinator import BaseSerialCommander, create_serial_commander
-from worker_toys import TinyPolicy, make_manager
 
 
 @pytest.fixture
@@ -17,8 +22,9 @@ def workdir(tmp_path, monkeypatch):
 # ---- evaluator -------------------------------------------------------------------------------------
 def test_eval_returns_each_episode_and_saves_best_only_on_improvement(workdir):
     policy = TinyPolicy()
-    evaluator = create_serial_evaluator(dict(n_episode=5, stop_value=4), env=make_manager(2, lens=[4, 3]),
-                                        policy=policy.eval_mode, exp_name='exp')
+    evaluator = create_serial_evaluator(
+        dict(n_episode=5, stop_value=4), env=make_manager(2, lens=[4, 3]), policy=policy.eval_mode, exp_name='exp'
+    )
     saved = []
     try:
         assert SERIAL_EVALUATOR_REGISTRY.get_cls('interaction') is InteractionSerialEvaluator
@@ -47,8 +53,9 @@ def test_eval_returns_each_episode_and_saves_best_only_on_improvement(workdir):
 def test_stop_flag_when_mean_return_reaches_stop_value(workdir):
     policy = TinyPolicy()
     policy.prefer(1)
-    evaluator = InteractionSerialEvaluator(dict(n_episode=2, stop_value=5), make_manager(2, episode_len=5),
-                                           policy, exp_name='exp')  # a full Policy is narrowed to eval_mode
+    evaluator = InteractionSerialEvaluator(
+        dict(n_episode=2, stop_value=5), make_manager(2, episode_len=5), policy, exp_name='exp'
+    )  # a full Policy is narrowed to eval_mode
     try:
         stop, info = evaluator.eval(train_iter=3)
         assert stop and info['eval_episode_return_mean'] == 5.0
@@ -61,8 +68,9 @@ def test_eval_replays_the_same_episodes_and_skips_crashed_ones(workdir):
     policy = TinyPolicy()
     policy.prefer(1)
     # env 1 crashes once at step 1: that episode is not counted, a full one replaces it
-    evaluator = InteractionSerialEvaluator(dict(n_episode=4), make_manager(2, episode_len=3, crash_env=1, crash_at=1),
-                                           policy.eval_mode, exp_name='exp')
+    evaluator = InteractionSerialEvaluator(
+        dict(n_episode=4), make_manager(2, episode_len=3, crash_env=1, crash_at=1), policy.eval_mode, exp_name='exp'
+    )
     try:
         _, first = evaluator.eval()
         _, second = evaluator.eval()
@@ -88,8 +96,7 @@ def test_should_eval_schedule(workdir):
 def test_episode_collector_returns_whole_episodes(workdir):
     policy = TinyPolicy()
     env = make_manager(2, episode_len=4, crash_env=0, crash_at=1)
-    collector = create_serial_collector(dict(type='episode'), env=env,
-                                        policy=policy.collect_mode, exp_name='exp')
+    collector = create_serial_collector(dict(type='episode'), env=env, policy=policy.collect_mode, exp_name='exp')
     try:
         assert isinstance(collector, EpisodeSerialCollector)
         episodes = collector.collect(n_episode=3, train_iter=2)
@@ -104,8 +111,9 @@ def test_episode_collector_returns_whole_episodes(workdir):
 
 def test_episode_collector_can_return_train_samples(workdir):
     policy = TinyPolicy()
-    collector = EpisodeSerialCollector(dict(get_train_sample=True), make_manager(2, episode_len=3), policy,
-                                       exp_name='exp')
+    collector = EpisodeSerialCollector(
+        dict(get_train_sample=True), make_manager(2, episode_len=3), policy, exp_name='exp'
+    )
     try:
         samples = collector.collect(n_episode=2)
         assert len(samples) == 6 and all(isinstance(s, dict) for s in samples)
@@ -117,9 +125,11 @@ def test_episode_collector_can_return_train_samples(workdir):
 # ---- commander -------------------------------------------------------------------------------------
 def test_commander_gives_eps_from_policy_command_mode(workdir):
     from ding.worker.learner import BaseLearner
+
     policy = TinyPolicy()  # eps decays linearly from 1.0 to 0.1 over 100 env steps
-    collector = create_serial_collector(dict(type='sample'), env=make_manager(2), policy=policy.collect_mode,
-                                        exp_name='exp')
+    collector = create_serial_collector(
+        dict(type='sample'), env=make_manager(2), policy=policy.collect_mode, exp_name='exp'
+    )
     learner = BaseLearner(dict(), policy.learn_mode, exp_name='exp')
     try:
         commander = create_serial_commander({}, learner, collector, None, None, policy.command_mode)

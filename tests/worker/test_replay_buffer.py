@@ -1,4 +1,5 @@
 """Replay buffers: FIFO ring, uniform and prioritized sampling, IS weights, max_use, staleness, state dicts."""
+
 import time
 
 import numpy as np
@@ -6,12 +7,18 @@ import pytest
 import torch
 
 from ding.utils.registry import BUFFER_REGISTRY
-from ding.worker.replay_buffer import (AdvancedReplayBuffer, NaiveReplayBuffer, MinSegmentTree, SumSegmentTree,
-                                       create_buffer, get_buffer_cls)
+from ding.worker.replay_buffer import (
+    AdvancedReplayBuffer,
+    MinSegmentTree,
+    NaiveReplayBuffer,
+    SumSegmentTree,
+    create_buffer,
+    get_buffer_cls,
+)
 
 
 def items(n, start=0, **extra):
-    return [dict(obs=torch.full((3, ), float(start + i)), value=start + i, **extra) for i in range(n)]
+    return [dict(obs=torch.full((3,), float(start + i)), value=start + i, **extra) for i in range(n)]
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +44,7 @@ def test_segment_trees_agree_with_numpy(size):
     touched = ref > 0
     assert min_tree.reduce() == pytest.approx(ref[touched].min())
     if size > 2:
-        assert sum_tree.reduce(1, size - 1) == pytest.approx(ref[1:size - 1].sum())
+        assert sum_tree.reduce(1, size - 1) == pytest.approx(ref[1 : size - 1].sum())
     mass = rng.random(200) * ref.sum()
     expected = np.searchsorted(np.cumsum(ref), mass, side='right')
     np.testing.assert_array_equal(sum_tree.find_prefixsum_idx(mass), expected)
@@ -147,8 +154,13 @@ def test_state_dict_round_trip_through_a_file(kind, tmp_path):
     buf.push(items(8))
     if kind == 'advanced':
         batch = buf.sample(4, 0)
-        buf.update(dict(replay_unique_id=[d['replay_unique_id'] for d in batch],
-                        replay_buffer_idx=[d['replay_buffer_idx'] for d in batch], priority=[5.0] * 4))
+        buf.update(
+            dict(
+                replay_unique_id=[d['replay_unique_id'] for d in batch],
+                replay_buffer_idx=[d['replay_buffer_idx'] for d in batch],
+                priority=[5.0] * 4,
+            )
+        )
     torch.save(buf.state_dict(), tmp_path / 'buffer.pt')
     state = torch.load(tmp_path / 'buffer.pt', weights_only=True)
     other = create_buffer(dict(type=kind, replay_buffer_size=6))
@@ -179,8 +191,13 @@ def test_clear_empties_buffer():
 
 # ---- advanced --------------------------------------------------------------------------------------
 def _update(buf, batch, priority):
-    buf.update(dict(replay_unique_id=[d['replay_unique_id'] for d in batch],
-                    replay_buffer_idx=[d['replay_buffer_idx'] for d in batch], priority=priority))
+    buf.update(
+        dict(
+            replay_unique_id=[d['replay_unique_id'] for d in batch],
+            replay_buffer_idx=[d['replay_buffer_idx'] for d in batch],
+            priority=priority,
+        )
+    )
 
 
 def test_priorities_change_sampling_frequency():
@@ -286,8 +303,9 @@ def test_uniform_mode_when_priority_off():
 
 def test_thruput_controller_refuses_oversampling_and_overpushing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a refused push is logged to ./default_experiment/log/buffer/
-    cfg = dict(replay_buffer_size=100,
-               thruput_controller=dict(push_sample_rate_limit=dict(max=2, min=0.5), window_seconds=60))
+    cfg = dict(
+        replay_buffer_size=100, thruput_controller=dict(push_sample_rate_limit=dict(max=2, min=0.5), window_seconds=60)
+    )
     buf = AdvancedReplayBuffer(cfg)
     buf.push(items(10))
     assert buf.sample(10, 0) is not None  # 10 pushed / 10 sampled = 1

@@ -1,12 +1,13 @@
 """SampleSerialCollector on a real BaseEnvManager of CounterEnvs driven by a real (tiny) policy."""
+
 import glob
 import os
 
 import pytest
+from worker_toys import TinyPolicy, make_manager
 
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY
 from ding.worker.collector import SampleSerialCollector, create_serial_collector
-from worker_toys import TinyPolicy, make_manager
 
 
 @pytest.fixture

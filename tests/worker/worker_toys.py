@@ -5,10 +5,11 @@ equals ``good_action``; optionally raises once at a given step (to exercise the 
 ``TinyPolicy``: a linear Q-model over the obs, greedy in eval mode, eps-greedy in collect mode, with a
 command mode decaying eps with envstep; ``on_policy`` from its config.
 """
+
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,8 +21,7 @@ from ding.utils.collate import default_collate
 
 
 class CounterEnv(BaseEnv):
-
-    def __init__(self, episode_len: int = 5, good_action: int = 1, crash: Optional[Dict[str, int]] = None) -> None:
+    def __init__(self, episode_len: int = 5, good_action: int = 1, crash: dict[str, int] | None = None) -> None:
         super().__init__({})
         self._len = episode_len
         self._good = good_action
@@ -75,12 +75,20 @@ class CounterEnv(BaseEnv):
         return None
 
 
-def make_manager(env_num: int, episode_len: int = 5, crash_env: Optional[int] = None, crash_at: int = 2,
-                 seed: int = 0, lens: Optional[List[int]] = None) -> BaseEnvManager:
+def make_manager(
+    env_num: int,
+    episode_len: int = 5,
+    crash_env: int | None = None,
+    crash_at: int = 2,
+    seed: int = 0,
+    lens: list[int] | None = None,
+) -> BaseEnvManager:
     """A real ``BaseEnvManager`` over ``CounterEnv``s (env ``crash_env`` raises once at step ``crash_at``)."""
     crash = {'left': 1, 'at': crash_at}
-    fns = [partial(CounterEnv, lens[i] if lens else episode_len, 1, crash if i == crash_env else None)
-           for i in range(env_num)]
+    fns = [
+        partial(CounterEnv, lens[i] if lens else episode_len, 1, crash if i == crash_env else None)
+        for i in range(env_num)
+    ]
     mgr = BaseEnvManager(fns, dict(retry_waiting_time=0.0))
     mgr.seed(seed, dynamic_seed=False)
     return mgr
@@ -96,7 +104,7 @@ class TinyPolicy(Policy):
         other=dict(eps=dict(start=1.0, end=0.1, decay=100)),
     )
 
-    def __init__(self, cfg: Optional[dict] = None, enable_field: Optional[List[str]] = None) -> None:
+    def __init__(self, cfg: dict | None = None, enable_field: list[str] | None = None) -> None:
         merged = self.default_config()
         for k, v in (cfg or {}).items():
             if isinstance(v, dict) and k in merged:
@@ -104,9 +112,9 @@ class TinyPolicy(Policy):
             else:
                 merged[k] = v
         super().__init__(merged, model=torch.nn.Linear(4, 2), enable_field=enable_field)
-        self.collect_kwargs_seen: List[Dict[str, Any]] = []
-        self.train_sample_calls: List[List[Dict[str, Any]]] = []
-        self.reset_calls: List[Optional[List[int]]] = []
+        self.collect_kwargs_seen: list[dict[str, Any]] = []
+        self.train_sample_calls: list[list[dict[str, Any]]] = []
+        self.reset_calls: list[list[int] | None] = []
 
     def prefer(self, action: int) -> None:
         """Make the greedy action ``action`` whatever the observation."""
@@ -124,26 +132,26 @@ class TinyPolicy(Policy):
     def _init_eval(self) -> None:
         pass
 
-    def _q(self, data: Dict[int, Any]) -> Tuple[List[int], torch.Tensor]:
+    def _q(self, data: dict[int, Any]) -> tuple[list[int], torch.Tensor]:
         ids = list(data)
         obs = torch.as_tensor(np.stack([np.asarray(data[i]) for i in ids]), dtype=torch.float32)
         with torch.no_grad():
             q = self._model(obs)
         return ids, q
 
-    def _forward_collect(self, data: Dict[int, Any], eps: float = 0.0) -> Dict[int, Dict[str, Any]]:
+    def _forward_collect(self, data: dict[int, Any], eps: float = 0.0) -> dict[int, dict[str, Any]]:
         self.collect_kwargs_seen.append({'eps': eps})
         ids, q = self._q(data)
         action = q.argmax(-1)
         rand = torch.rand(len(ids)) < eps
-        action = torch.where(rand, torch.randint(0, 2, (len(ids), )), action)
+        action = torch.where(rand, torch.randint(0, 2, (len(ids),)), action)
         return {i: {'action': action[k], 'q_value': q[k]} for k, i in enumerate(ids)}
 
-    def _forward_eval(self, data: Dict[int, Any]) -> Dict[int, Dict[str, Any]]:
+    def _forward_eval(self, data: dict[int, Any]) -> dict[int, dict[str, Any]]:
         ids, q = self._q(data)
         return {i: {'action': q[k].argmax(-1)} for k, i in enumerate(ids)}
 
-    def _forward_learn(self, data: Any) -> Dict[str, Any]:
+    def _forward_learn(self, data: Any) -> dict[str, Any]:
         batch = default_collate(data, keys=['obs', 'action', 'reward']) if isinstance(data, list) else data
         q = self._model(batch['obs']).gather(1, batch['action'].view(-1, 1)).squeeze(1)
         loss = ((q - batch['reward']) ** 2).mean()
@@ -152,7 +160,7 @@ class TinyPolicy(Policy):
         self._optimizer.step()
         return {'total_loss': loss.item(), 'cur_lr': self._cfg.learn.learning_rate}
 
-    def _process_transition(self, obs: Any, policy_output: Dict[str, Any], timestep: Any) -> Dict[str, Any]:
+    def _process_transition(self, obs: Any, policy_output: dict[str, Any], timestep: Any) -> dict[str, Any]:
         return {
             'obs': torch.as_tensor(obs),
             'next_obs': torch.as_tensor(timestep.obs),
@@ -161,14 +169,14 @@ class TinyPolicy(Policy):
             'done': bool(timestep.done),
         }
 
-    def _get_train_sample(self, transitions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    def _get_train_sample(self, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self.train_sample_calls.append(list(transitions))
         return list(transitions)
 
-    def _reset_collect(self, data_id: Optional[List[int]] = None) -> None:
+    def _reset_collect(self, data_id: list[int] | None = None) -> None:
         self.reset_calls.append(data_id)
 
-    def _get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def _get_setting_collect(self, command_info: dict[str, Any]) -> dict[str, Any]:
         eps = self._cfg.other.eps
         frac = min(1.0, command_info['envstep'] / eps.decay)
         return {'eps': eps.start + (eps.end - eps.start) * frac}

@@ -1,10 +1,11 @@
 """The environment interface every ding env implements, and the timestep it returns."""
+
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
 from collections import namedtuple
-from typing import Any, List, Optional
+from typing import Any
 
 # reward: np.ndarray float32 of shape (1,); done: bool; info: dict (``eval_episode_return`` at episode end).
 BaseEnvTimestep = namedtuple('BaseEnvTimestep', ['obs', 'reward', 'done', 'info'])
@@ -27,7 +28,7 @@ class BaseEnv(ABC):
     It accumulates the episode's return itself and puts it in ``info['eval_episode_return']`` on the last step.
     """
 
-    def __init__(self, cfg: Optional[dict] = None) -> None:
+    def __init__(self, cfg: dict | None = None) -> None:
         self._cfg = cfg
 
     @abstractmethod
@@ -48,38 +49,34 @@ class BaseEnv(ABC):
         """Release the env's resources; safe to call twice."""
 
     @abstractmethod
-    def __repr__(self) -> str:
-        ...
+    def __repr__(self) -> str: ...
 
     @property
     @abstractmethod
-    def observation_space(self) -> Any:
-        ...
+    def observation_space(self) -> Any: ...
 
     @property
     @abstractmethod
-    def action_space(self) -> Any:
-        ...
+    def action_space(self) -> Any: ...
 
     @property
     @abstractmethod
-    def reward_space(self) -> Any:
-        ...
+    def reward_space(self) -> Any: ...
 
     @classmethod
-    def create_collector_env_cfg(cls, cfg: dict) -> List[dict]:
+    def create_collector_env_cfg(cls, cfg: dict) -> list[dict]:
         """One config per collector env (``cfg.collector_env_num`` of them); ``cfg`` itself is not changed."""
         num = _env_num(cfg, 'collector_env_num')
         return [copy.deepcopy(cfg)] * num
 
     @classmethod
-    def create_evaluator_env_cfg(cls, cfg: dict) -> List[dict]:
+    def create_evaluator_env_cfg(cls, cfg: dict) -> list[dict]:
         """One config per evaluator env (``cfg.evaluator_env_num`` of them); ``cfg`` itself is not changed."""
         num = _env_num(cfg, 'evaluator_env_num')
         return [copy.deepcopy(cfg)] * num
 
     def enable_save_replay(self, replay_path: str) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not support saving replays")
+        raise NotImplementedError(f'{type(self).__name__} does not support saving replays')
 
     def random_action(self) -> Any:
         """A random action from ``action_space`` (used for random warm-up collection)."""

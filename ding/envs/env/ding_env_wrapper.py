@@ -1,9 +1,11 @@
 """Adapter from a gymnasium env (5-tuple ``step``, ``reset(seed=...)``) to ding's ``BaseEnv``."""
+
 from __future__ import annotations
 
 import copy
 import operator
-from typing import Any, Callable, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
@@ -30,9 +32,9 @@ def _discrete_action(action: Any) -> int:
         value = action.item() if hasattr(action, 'item') else action
     except (ValueError, RuntimeError) as e:
         shape = getattr(action, 'shape', None)
-        raise ValueError(f"a Discrete action must be one number, got {type(action).__name__} of shape {shape}") from e
+        raise ValueError(f'a Discrete action must be one number, got {type(action).__name__} of shape {shape}') from e
     if isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"a Discrete action must be an integer, got {value!r}")
+        raise ValueError(f'a Discrete action must be an integer, got {value!r}')
     return int(value)
 
 
@@ -42,14 +44,14 @@ def _make_box_action(space: Any, act_scale: bool) -> Callable[[Any], np.ndarray]
     low = space.low.astype(dtype)
     high = space.high.astype(dtype)
     if act_scale and not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ValueError(f"act_scale=True needs a bounded Box action space, got {space}")
+        raise ValueError(f'act_scale=True needs a bounded Box action space, got {space}')
     half_range = (high - low) / 2
 
     def convert(action: Any) -> np.ndarray:
         a = _to_numpy(action, dtype)
         if a.shape != shape:
             if a.size != int(np.prod(shape)):
-                raise ValueError(f"action of shape {a.shape} does not fit the action space {space}")
+                raise ValueError(f'action of shape {a.shape} does not fit the action space {space}')
             a = a.reshape(shape)
         if act_scale:
             # the policy acts in [-1, 1]; map affinely onto [low, high]
@@ -98,8 +100,9 @@ class DingEnvWrapper(BaseEnv):
     ``max_episode_steps`` (None: the id's registered limit).
     """
 
-    def __init__(self, env: Any = None, cfg: Optional[dict] = None, seed_api: bool = True,
-                 caller: str = 'collector') -> None:
+    def __init__(
+        self, env: Any = None, cfg: dict | None = None, seed_api: bool = True, caller: str = 'collector'
+    ) -> None:
         self._cfg = EasyDict(cfg) if cfg is not None else EasyDict()
         if env is None and not self._cfg.get('env_id'):
             raise ValueError("DingEnvWrapper needs a gymnasium env (env=...) or a config with 'env_id'")
@@ -107,11 +110,11 @@ class DingEnvWrapper(BaseEnv):
         self._seed_api = seed_api  # False: the env cannot be seeded through reset(seed=...)
         self._act_scale = bool(self._cfg.get('act_scale', False))
         self._env = None
-        self._seed: Optional[int] = None
+        self._seed: int | None = None
         self._dynamic_seed = True
         self._episode_idx = 0
         self._eval_episode_return = 0.0
-        self._replay_path: Optional[str] = None
+        self._replay_path: str | None = None
         if env is not None:
             self._setup(env)
 
@@ -119,6 +122,7 @@ class DingEnvWrapper(BaseEnv):
     def _make_env(self) -> Any:
         """Build the gymnasium env from the config (subclasses override to pin the id / make options)."""
         import gymnasium
+
         kwargs = {}
         if self._cfg.get('max_episode_steps') is not None:
             kwargs['max_episode_steps'] = int(self._cfg.max_episode_steps)
@@ -126,11 +130,12 @@ class DingEnvWrapper(BaseEnv):
 
     def _setup(self, env: Any) -> None:
         from gymnasium import spaces
+
         self._env = env
         self._observation_space = env.observation_space
         self._action_space = env.action_space
         if not hasattr(self, '_reward_space'):
-            self._reward_space = spaces.Box(-np.inf, np.inf, shape=(1, ), dtype=np.float32)
+            self._reward_space = spaces.Box(-np.inf, np.inf, shape=(1,), dtype=np.float32)
         act_space = self._action_space
         if isinstance(act_space, spaces.Discrete):
             self._convert_action = _discrete_action
@@ -148,7 +153,7 @@ class DingEnvWrapper(BaseEnv):
     def _ensure_env(self) -> None:
         if self._env is None:
             if not self._cfg.get('env_id'):
-                raise RuntimeError("this DingEnvWrapper was closed and wraps a given env, which it cannot rebuild")
+                raise RuntimeError('this DingEnvWrapper was closed and wraps a given env, which it cannot rebuild')
             self._setup(self._make_env())
 
     # ---- BaseEnv ------------------------------------------------------------------------------------------------
@@ -159,7 +164,7 @@ class DingEnvWrapper(BaseEnv):
         if self._env is not None:
             self._action_space.seed(self._seed)
 
-    def _episode_seed(self) -> Optional[int]:
+    def _episode_seed(self) -> int | None:
         if self._seed is None or not self._seed_api:
             return None
         k = self._episode_idx
@@ -197,7 +202,7 @@ class DingEnvWrapper(BaseEnv):
 
     def __repr__(self) -> str:
         name = self._cfg.get('env_id') or (self._env.spec.id if getattr(self._env, 'spec', None) else self._env)
-        return f"DingEnvWrapper({name})"
+        return f'DingEnvWrapper({name})'
 
     @property
     def observation_space(self) -> Any:
@@ -221,23 +226,24 @@ class DingEnvWrapper(BaseEnv):
         # Kept for DI-engine config compatibility; video recording needs extra packages, so only the path is kept.
         self._replay_path = replay_path
 
-    def clone(self, caller: str = 'collector') -> 'DingEnvWrapper':
+    def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""
         if self._cfg.get('env_id'):
             return type(self)(cfg=copy.deepcopy(self._cfg), caller=caller)
         import gymnasium
+
         spec = getattr(self._env, 'spec', None)
         env = gymnasium.make(spec) if spec is not None else copy.deepcopy(self._env)
         return type(self)(env=env, cfg=copy.deepcopy(self._cfg), caller=caller)
 
     @classmethod
-    def create_collector_env_cfg(cls, cfg: dict) -> List[dict]:
+    def create_collector_env_cfg(cls, cfg: dict) -> list[dict]:
         cfgs = super().create_collector_env_cfg(cfg)
         cfgs[0]['is_train'] = True  # the list holds one shared config object
         return cfgs
 
     @classmethod
-    def create_evaluator_env_cfg(cls, cfg: dict) -> List[dict]:
+    def create_evaluator_env_cfg(cls, cfg: dict) -> list[dict]:
         cfgs = super().create_evaluator_env_cfg(cfg)
         cfgs[0]['is_train'] = False
         return cfgs

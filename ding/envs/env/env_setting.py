@@ -1,14 +1,13 @@
 """Turn an ``env`` config section into the env class and the per-env configs of collector / evaluator."""
-from __future__ import annotations
 
-from typing import List, Optional, Tuple, Type
+from __future__ import annotations
 
 from ding.utils import ENV_REGISTRY, import_module
 
 from .base_env import BaseEnv
 
 
-def get_env_cls(cfg: dict) -> Type[BaseEnv]:
+def get_env_cls(cfg: dict) -> type[BaseEnv]:
     """The env class registered as ``cfg.type`` (after importing ``cfg.import_names``)."""
     if 'type' not in cfg:
         raise KeyError("env config lacks 'type' (the ENV_REGISTRY name, e.g. 'cartpole')")
@@ -16,8 +15,9 @@ def get_env_cls(cfg: dict) -> Type[BaseEnv]:
     return ENV_REGISTRY.get_cls(cfg['type'])
 
 
-def get_vec_env_setting(cfg: dict, collect: bool = True,
-                        eval_: bool = True) -> Tuple[Type[BaseEnv], Optional[List[dict]], Optional[List[dict]]]:
+def get_vec_env_setting(
+    cfg: dict, collect: bool = True, eval_: bool = True
+) -> tuple[type[BaseEnv], list[dict] | None, list[dict] | None]:
     """Return ``(env_fn, collector_env_cfgs, evaluator_env_cfgs)``.
 
     ``env_fn`` is the env class; build env ``i`` with ``env_fn(cfg=collector_env_cfgs[i])``.

@@ -1,11 +1,13 @@
 """In-process vectorised env manager: steps each sub-env in a loop, resets finished ones, restarts broken ones."""
+
 from __future__ import annotations
 
 import copy
 import enum
 import numbers
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
@@ -57,13 +59,13 @@ class BaseEnvManager:
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, env_fn: Sequence[Callable[[], BaseEnv]], cfg: Optional[dict] = None) -> None:
+    def __init__(self, env_fn: Sequence[Callable[[], BaseEnv]], cfg: dict | None = None) -> None:
         env_fn = list(env_fn)
         if not env_fn:
-            raise ValueError(f"{type(self).__name__} needs at least one env_fn")
+            raise ValueError(f'{type(self).__name__} needs at least one env_fn')
         for i, fn in enumerate(env_fn):
             if not callable(fn):
-                raise TypeError(f"{type(self).__name__}: env_fn[{i}] is not callable: {fn!r}")
+                raise TypeError(f'{type(self).__name__}: env_fn[{i}] is not callable: {fn!r}')
         merged = self.default_config()
         merged.update(cfg or {})
         self._cfg = merged
@@ -77,9 +79,9 @@ class BaseEnvManager:
         self._auto_reset = bool(merged.auto_reset)
         self._reset_timeout = merged.reset_timeout
         self._closed = True
-        self._env_ref: Optional[BaseEnv] = None
-        self._env_replay_path: Optional[List[str]] = None
-        self._env_seed: List[Optional[int]] = [None] * self._env_num
+        self._env_ref: BaseEnv | None = None
+        self._env_replay_path: list[str] | None = None
+        self._env_seed: list[int | None] = [None] * self._env_num
         self._env_dynamic_seed = True
         self._seed_pending = [False] * self._env_num
         self._init_state()
@@ -90,8 +92,8 @@ class BaseEnvManager:
         self._env_episode_count = [0] * n
         self._fail_streak = [0] * n
         self._num_done = 0
-        self._ready_obs: Dict[int, Any] = {}
-        self._reset_param: Dict[int, dict] = {i: {} for i in range(n)}
+        self._ready_obs: dict[int, Any] = {}
+        self._reset_param: dict[int, dict] = {i: {} for i in range(n)}
 
     # ---- properties ---------------------------------------------------------------------------------------------
     @property
@@ -99,12 +101,12 @@ class BaseEnvManager:
         return self._env_num
 
     @property
-    def ready_obs(self) -> Dict[int, Any]:
+    def ready_obs(self) -> dict[int, Any]:
         """``{env_id: obs}`` of the envs waiting for an action (a new dict; the obs are not copied)."""
         return dict(self._ready_obs)
 
     @property
-    def ready_env(self) -> List[int]:
+    def ready_env(self) -> list[int]:
         return list(self._ready_obs)
 
     @property
@@ -113,11 +115,11 @@ class BaseEnvManager:
         return self._num_done == self._env_num
 
     @property
-    def active_env(self) -> List[int]:
+    def active_env(self) -> list[int]:
         return [i for i, s in self._env_states.items() if s in (EnvState.INIT, EnvState.RUN, EnvState.RESET)]
 
     @property
-    def env_state(self) -> Dict[int, EnvState]:
+    def env_state(self) -> dict[int, EnvState]:
         return dict(self._env_states)
 
     @property
@@ -145,10 +147,10 @@ class BaseEnvManager:
 
     def _check_closed(self) -> None:
         if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is not running: call launch() first (or it was closed)")
+            raise RuntimeError(f'{type(self).__name__} is not running: call launch() first (or it was closed)')
 
     # ---- seeding / replay ---------------------------------------------------------------------------------------
-    def seed(self, seed: Union[int, List[int], Dict[int, int]], dynamic_seed: bool = True) -> None:
+    def seed(self, seed: int | list[int] | dict[int, int], dynamic_seed: bool = True) -> None:
         """Seed the envs at their next reset: an int gives env i ``seed + i``; a list gives one seed per env;
         a dict ``{env_id: seed}`` changes only those envs. ``dynamic_seed=False`` replays the same episodes
         at every reset (evaluators)."""
@@ -156,31 +158,31 @@ class BaseEnvManager:
             seeds = {i: int(seed) + i for i in range(self._env_num)}
         elif isinstance(seed, (list, tuple)):
             if len(seed) != self._env_num:
-                raise ValueError(f"seed list has {len(seed)} entries for {self._env_num} envs")
+                raise ValueError(f'seed list has {len(seed)} entries for {self._env_num} envs')
             seeds = dict(enumerate(seed))
         elif isinstance(seed, dict):
             seeds = seed
         else:
-            raise TypeError(f"seed must be an int, a list or a dict of ints, got {type(seed).__name__}")
+            raise TypeError(f'seed must be an int, a list or a dict of ints, got {type(seed).__name__}')
         for env_id, s in seeds.items():
             self._check_env_id(env_id)
             self._env_seed[env_id] = s
             self._seed_pending[env_id] = s is not None
         self._env_dynamic_seed = bool(dynamic_seed)
 
-    def enable_save_replay(self, replay_path: Union[str, List[str]]) -> None:
+    def enable_save_replay(self, replay_path: str | list[str]) -> None:
         if isinstance(replay_path, str):
             replay_path = [replay_path] * self._env_num
         if len(replay_path) != self._env_num:
-            raise ValueError(f"replay_path has {len(replay_path)} entries for {self._env_num} envs")
+            raise ValueError(f'replay_path has {len(replay_path)} entries for {self._env_num} envs')
         self._env_replay_path = list(replay_path)
 
     def _check_env_id(self, env_id: Any) -> None:
         if not isinstance(env_id, numbers.Integral) or not 0 <= env_id < self._env_num:
-            raise KeyError(f"env id {env_id!r} out of range (env_num={self._env_num})")
+            raise KeyError(f'env id {env_id!r} out of range (env_num={self._env_num})')
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
-    def launch(self, reset_param: Optional[Dict[int, dict]] = None) -> None:
+    def launch(self, reset_param: dict[int, dict] | None = None) -> None:
         """Create the envs (seeded as set by ``seed``) and reset them. On a running manager: same as ``reset``."""
         if reset_param is not None:
             for env_id in reset_param:
@@ -194,11 +196,11 @@ class BaseEnvManager:
         self.reset(reset_param)
 
     def _create_envs(self) -> None:
-        self._envs: List[Optional[BaseEnv]] = [None] * self._env_num
+        self._envs: list[BaseEnv | None] = [None] * self._env_num
         for i in range(self._env_num):
             self._env_states[i] = EnvState.INIT
 
-    def reset(self, reset_param: Optional[Dict[int, dict]] = None) -> None:
+    def reset(self, reset_param: dict[int, dict] | None = None) -> None:
         """Reset all envs (or only the ids in ``reset_param``, whose values are kwargs for ``env.reset``) and
         restart their episode counts."""
         self._check_closed()
@@ -210,7 +212,7 @@ class BaseEnvManager:
                 self._check_env_id(env_id)
                 param = reset_param[env_id]
                 if param is not None and not isinstance(param, dict):
-                    raise TypeError(f"reset_param[{env_id}] must be a dict of reset kwargs, got {type(param).__name__}")
+                    raise TypeError(f'reset_param[{env_id}] must be a dict of reset kwargs, got {type(param).__name__}')
                 self._reset_param[env_id] = dict(param or {})
         for env_id in env_ids:
             if self._env_states[env_id] == EnvState.DONE:
@@ -220,7 +222,7 @@ class BaseEnvManager:
             self._ready_obs.pop(env_id, None)
         self._reset_envs(env_ids)
 
-    def _reset_envs(self, env_ids: List[int]) -> None:
+    def _reset_envs(self, env_ids: list[int]) -> None:
         for env_id in env_ids:
             self._reset_one(env_id)
 
@@ -273,8 +275,8 @@ class BaseEnvManager:
         streak = self._fail_streak[env_id]
         self.close()
         raise RuntimeError(
-            f"{type(self).__name__}: env {env_id} failed {streak} times in a row (max_retry={self._max_retry}); "
-            f"last error: {error!r}"
+            f'{type(self).__name__}: env {env_id} failed {streak} times in a row (max_retry={self._max_retry}); '
+            f'last error: {error!r}'
         ) from error
 
     def _episode_finished(self, env_id: int) -> bool:
@@ -290,7 +292,7 @@ class BaseEnvManager:
         return True
 
     # ---- stepping -----------------------------------------------------------------------------------------------
-    def step(self, actions: Dict[int, Any]) -> Dict[int, BaseEnvTimestep]:
+    def step(self, actions: dict[int, Any]) -> dict[int, BaseEnvTimestep]:
         """Step each env in ``actions`` (only ids in ``ready_obs``); return ``{env_id: BaseEnvTimestep}``."""
         if self._closed:
             self._check_closed()
@@ -300,7 +302,7 @@ class BaseEnvManager:
         timesteps = {}
         for env_id, action in actions.items():
             if env_id not in ready:
-                raise KeyError(f"env {env_id!r} is not waiting for an action (ready: {sorted(ready)})")
+                raise KeyError(f'env {env_id!r} is not waiting for an action (ready: {sorted(ready)})')
             try:
                 timestep = envs[env_id].step(action)
             except Exception as e:  # noqa: BLE001 -- a crashing env is restarted, the others go on
@@ -346,11 +348,11 @@ class BaseEnvManager:
             if self._env_states[i] != EnvState.ERROR:
                 self._env_states[i] = EnvState.VOID
 
-    def __enter__(self) -> 'BaseEnvManager':
+    def __enter__(self) -> BaseEnvManager:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(env_num={self._env_num}, closed={self._closed})"
+        return f'{type(self).__name__}(env_num={self._env_num}, closed={self._closed})'

@@ -1,5 +1,6 @@
 """Env manager with one worker process per env: actions and small results go through pipes, observations
 through per-env shared memory, and dead or hung workers are replaced."""
+
 from __future__ import annotations
 
 import ctypes
@@ -7,8 +8,9 @@ import multiprocessing as mp
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait as mp_wait
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +36,15 @@ class EnvWorkerError(RuntimeError):
         return self.child_repr
 
 
-def _env_worker(conn: Any, env_fn: Callable[[], BaseEnv], shm: Any, shape: Optional[tuple], dtype_str: Optional[str],
-                replay_path: Optional[str], inherited: List[Any]) -> None:
+def _env_worker(
+    conn: Any,
+    env_fn: Callable[[], BaseEnv],
+    shm: Any,
+    shape: tuple | None,
+    dtype_str: str | None,
+    replay_path: str | None,
+    inherited: list[Any],
+) -> None:
     """Worker loop. Replies are ``(True, payload)`` or ``(False, repr(exception))``. An observation is written
     into shared-memory slot 0 (step) / 1 (reset) and sent as None, or sent in the message as ``(obs, )`` when it
     does not fit the slot."""
@@ -47,13 +56,13 @@ def _env_worker(conn: Any, env_fn: Callable[[], BaseEnv], shm: Any, shape: Optio
     views = None
     if shm is not None:
         dtype = np.dtype(dtype_str)
-        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2, ) + tuple(shape))
+        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2,) + tuple(shape))
 
     def pack(obs: Any, slot: int) -> Any:
         if views is not None and type(obs) is np.ndarray and obs.shape == views.shape[1:] and obs.dtype == views.dtype:
             views[slot] = obs
             return None
-        return (obs, )
+        return (obs,)
 
     env, make_error = None, None
     try:
@@ -93,7 +102,7 @@ def _env_worker(conn: Any, env_fn: Callable[[], BaseEnv], shm: Any, shape: Optio
                 reset_kwargs = kwargs
                 conn.send((True, pack(env.reset(**reset_kwargs), 1)))
             else:
-                raise ValueError(f"unknown env worker command {cmd!r}")
+                raise ValueError(f'unknown env worker command {cmd!r}')
         except Exception as e:  # noqa: BLE001 -- includes a reply that cannot be pickled
             try:
                 conn.send((False, repr(e)))
@@ -125,7 +134,7 @@ class SubprocessEnvManager(BaseEnvManager):
         context=_DEFAULT_CONTEXT,
     )
 
-    def __init__(self, env_fn: Sequence[Callable[[], BaseEnv]], cfg: Optional[dict] = None) -> None:
+    def __init__(self, env_fn: Sequence[Callable[[], BaseEnv]], cfg: dict | None = None) -> None:
         super().__init__(env_fn, cfg)
         self._step_timeout = self._cfg.step_timeout
         self._shared_memory = bool(self._cfg.shared_memory)
@@ -134,16 +143,16 @@ class SubprocessEnvManager(BaseEnvManager):
         except ValueError as e:
             raise ValueError(f"subprocess env manager config 'context': {e}") from e
         n = self._env_num
-        self._procs: List[Any] = [None] * n
-        self._conns: List[Any] = [None] * n
-        self._shm: List[Any] = [None] * n
-        self._views: List[Optional[np.ndarray]] = [None] * n
-        self._obs_spec: Optional[Tuple[tuple, np.dtype]] = None
+        self._procs: list[Any] = [None] * n
+        self._conns: list[Any] = [None] * n
+        self._shm: list[Any] = [None] * n
+        self._views: list[np.ndarray | None] = [None] * n
+        self._obs_spec: tuple[tuple, np.dtype] | None = None
         self._hung: set = set()
 
     # ---- workers ------------------------------------------------------------------------------------------------
     @property
-    def worker_pids(self) -> Dict[int, int]:
+    def worker_pids(self) -> dict[int, int]:
         """``{env_id: pid}`` of the live worker processes."""
         return {i: p.pid for i, p in enumerate(self._procs) if p is not None}
 
@@ -152,7 +161,7 @@ class SubprocessEnvManager(BaseEnvManager):
             self._env_ref = self._env_fn[0]()
         return self._env_ref
 
-    def _find_obs_spec(self) -> Optional[Tuple[tuple, np.dtype]]:
+    def _find_obs_spec(self) -> tuple[tuple, np.dtype] | None:
         ref = self._reference_env()
         space = ref.observation_space
         shape, dtype = getattr(space, 'shape', None), getattr(space, 'dtype', None)
@@ -180,11 +189,12 @@ class SubprocessEnvManager(BaseEnvManager):
             if self._shm[env_id] is None:
                 count = 2 * int(np.prod(shape))
                 self._shm[env_id] = ctx.RawArray(ctypes.c_uint8, count * dtype.itemsize)
-                self._views[env_id] = np.frombuffer(self._shm[env_id], dtype=dtype, count=count).reshape((2, ) + shape)
+                self._views[env_id] = np.frombuffer(self._shm[env_id], dtype=dtype, count=count).reshape((2,) + shape)
             dtype_str = dtype.str
         parent_conn, child_conn = ctx.Pipe()
-        inherited = [c for c in self._conns if c is not None] + [parent_conn] if ctx.get_start_method() == 'fork' \
-            else []
+        inherited = (
+            [c for c in self._conns if c is not None] + [parent_conn] if ctx.get_start_method() == 'fork' else []
+        )
         replay = self._env_replay_path[env_id] if self._env_replay_path is not None else None
         proc = ctx.Process(
             target=_env_worker,
@@ -215,12 +225,12 @@ class SubprocessEnvManager(BaseEnvManager):
     def _death_error(self, env_id: int) -> RuntimeError:
         proc = self._procs[env_id]
         proc.join(_STOP_TIMEOUT)
-        return RuntimeError(f"worker process of env {env_id} died (exitcode {proc.exitcode})")
+        return RuntimeError(f'worker process of env {env_id} died (exitcode {proc.exitcode})')
 
-    def _gather(self, env_ids: List[int], timeout: Optional[float]) -> Dict[int, Any]:
+    def _gather(self, env_ids: list[int], timeout: float | None) -> dict[int, Any]:
         """Collect one reply per env id: the worker's ``(ok, payload)`` tuple, or an exception when the worker
         died or did not answer within ``timeout`` seconds."""
-        results: Dict[int, Any] = {}
+        results: dict[int, Any] = {}
         if not env_ids:
             return results
         conns, procs = self._conns, self._procs
@@ -233,7 +243,7 @@ class SubprocessEnvManager(BaseEnvManager):
                 if remaining <= 0:
                     for i in pending.values():
                         self._hung.add(i)
-                        results[i] = TimeoutError(f"env {i} did not answer within {timeout}s")
+                        results[i] = TimeoutError(f'env {i} did not answer within {timeout}s')
                     break
             sentinels = {procs[i].sentinel: i for i in pending.values()}
             ready = mp_wait(list(pending) + list(sentinels), remaining)
@@ -269,15 +279,15 @@ class SubprocessEnvManager(BaseEnvManager):
         packed = reply[1]
         return self._views[env_id][1].copy() if packed is None else packed[0]
 
-    def _seed_args(self, env_id: int) -> Optional[tuple]:
+    def _seed_args(self, env_id: int) -> tuple | None:
         if not self._seed_pending[env_id]:
             return None
         self._seed_pending[env_id] = False
         return self._env_seed[env_id], self._env_dynamic_seed
 
     # ---- BaseEnvManager hooks -----------------------------------------------------------------------------------
-    def _reset_envs(self, env_ids: List[int]) -> None:
-        replies: Dict[int, Any] = {}
+    def _reset_envs(self, env_ids: list[int]) -> None:
+        replies: dict[int, Any] = {}
         sent = []
         for i in env_ids:
             try:
@@ -306,7 +316,7 @@ class SubprocessEnvManager(BaseEnvManager):
         return self._reset_reply_obs(env_id, reply)
 
     # ---- stepping -----------------------------------------------------------------------------------------------
-    def step(self, actions: Dict[int, Any]) -> Dict[int, BaseEnvTimestep]:
+    def step(self, actions: dict[int, Any]) -> dict[int, BaseEnvTimestep]:
         """Send every action, then wait for all of those envs; returns ``{env_id: BaseEnvTimestep}``."""
         if self._closed:
             self._check_closed()
@@ -315,11 +325,11 @@ class SubprocessEnvManager(BaseEnvManager):
         count = self._env_episode_count
         more_episodes = self._auto_reset
         episode_num = self._episode_num
-        replies: Dict[int, Any] = {}
+        replies: dict[int, Any] = {}
         sent = []
         for env_id, action in actions.items():
             if env_id not in ready:
-                raise KeyError(f"env {env_id!r} is not waiting for an action (ready: {sorted(ready)})")
+                raise KeyError(f'env {env_id!r} is not waiting for an action (ready: {sorted(ready)})')
             if hasattr(action, 'detach'):  # torch tensors travel as numpy arrays
                 action = action.detach().cpu().numpy()
             auto_reset = more_episodes and count[env_id] + 1 < episode_num

@@ -1,10 +1,11 @@
 """HTTP client used by masters and slaves: JSON bodies, fixed headers, timeout and bounded retries."""
+
 import http.client
 import json
-import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import requests
 from requests.structures import CaseInsensitiveDict
@@ -42,26 +43,32 @@ def _as_response(answer: _Answer, method: str, url: str) -> requests.Response:
     return response
 
 
-def _send(connection: http.client.HTTPConnection, method: str, path: str, body: Optional[bytes],
-          headers: Dict[str, str], url: str) -> _Answer:
+def _send(
+    connection: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    url: str,
+) -> _Answer:
     """One request on a fresh connection, errors as requests' exceptions (what callers catch): a failure to
     connect is a ``ConnectionError`` (``ConnectTimeout`` on timeout), a timeout waiting for the answer a
     ``ReadTimeout``, a connection broken after sending a ``ConnectionError``."""
     try:
         connection.connect()
-    except (socket.timeout, TimeoutError) as err:
-        raise requests.ConnectTimeout('cannot connect to {}: {}'.format(url, err)) from None
+    except TimeoutError as err:
+        raise requests.ConnectTimeout(f'cannot connect to {url}: {err}') from None
     except OSError as err:
-        raise requests.ConnectionError('cannot connect to {}: {}'.format(url, err)) from None
+        raise requests.ConnectionError(f'cannot connect to {url}: {err}') from None
     try:
         connection.request(method, path, body=body, headers=headers)
         raw = connection.getresponse()
         content = raw.read()
         return _Answer(raw.status, content, raw.getheaders(), raw.reason)
-    except (socket.timeout, TimeoutError) as err:
-        raise requests.ReadTimeout('no answer from {} in time: {}'.format(url, err)) from None
+    except TimeoutError as err:
+        raise requests.ReadTimeout(f'no answer from {url} in time: {err}') from None
     except (OSError, http.client.HTTPException) as err:
-        raise requests.ConnectionError('connection to {} broken: {!r}'.format(url, err)) from None
+        raise requests.ConnectionError(f'connection to {url} broken: {err!r}') from None
     finally:
         connection.close()
 
@@ -109,14 +116,14 @@ class HttpClient:
         self,
         method: str,
         path: str,
-        data: Optional[Mapping[str, Any]] = None,
+        data: Mapping[str, Any] | None = None,
         *,
-        retries: Optional[int] = None,
-        retry_waiting: Optional[float] = None,
-        timeout: Optional[float] = None,
-        abort: Optional[threading.Event] = None,
+        retries: int | None = None,
+        retry_waiting: float | None = None,
+        timeout: float | None = None,
+        abort: threading.Event | None = None,
         idempotent: bool = False,
-    ) -> Dict[str, Any]:
+    ) -> dict[str, Any]:
         """
         Send ``data`` (JSON-serializable mapping, or None for no body) and return the answer's ``data`` dict.
         ``abort``: an event that, once set, stops further retries. ``idempotent``: the request may be repeated
@@ -133,7 +140,7 @@ class HttpClient:
         timeout = self.timeout if timeout is None else timeout
         url = self.base_url + path
 
-        last_error: Optional[Exception] = None
+        last_error: Exception | None = None
         for attempt in range(1 + max(retries, 0)):
             if attempt:
                 if abort is not None:
@@ -141,8 +148,11 @@ class HttpClient:
                         break
                 else:
                     time.sleep(retry_waiting)
-            connection = http.client.HTTPSConnection(self.host, self.port, timeout=timeout) if self._https \
+            connection = (
+                http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
+                if self._https
                 else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            )
             try:
                 response = _send(connection, method, path, body, headers, url)
             except requests.ConnectionError as err:  # includes ConnectTimeout
@@ -166,4 +176,4 @@ class HttpClient:
         raise last_error
 
     def __repr__(self) -> str:
-        return '{}({})'.format(type(self).__name__, self.base_url)
+        return f'{type(self).__name__}({self.base_url})'

@@ -1,7 +1,8 @@
 """Small network helpers: tokens, local address discovery, address formatting and parsing."""
+
 import secrets
 import socket
-from typing import Any, Tuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..config import LOCAL_HOST
@@ -29,24 +30,24 @@ def get_host_ip(default: str = LOCAL_HOST) -> str:
 def format_http_address(host: str, port: int, https: bool = False) -> str:
     """``http://host:port`` (IPv6 hosts get brackets)."""
     if ':' in host and not host.startswith('['):
-        host = '[{}]'.format(host)
+        host = f'[{host}]'
     return '{}://{}:{}'.format('https' if https else 'http', host, port)
 
 
-def split_http_address(address: str) -> Tuple[str, int, bool]:
+def split_http_address(address: str) -> tuple[str, int, bool]:
     """
     Parse ``http(s)://host:port`` into ``(host, port, https)``.
     Raises ``ValueError`` naming the address when it is not of that form.
     """
     if not isinstance(address, str):
-        raise ValueError('http address must be a string, got {}'.format(type(address).__name__))
+        raise ValueError(f'http address must be a string, got {type(address).__name__}')
     try:
         parts = urlsplit(address)
         port = parts.port
     except ValueError as err:
-        raise ValueError('invalid http address {!r}: {}'.format(address, err)) from None
+        raise ValueError(f'invalid http address {address!r}: {err}') from None
     if parts.scheme not in ('http', 'https') or not parts.hostname or port is None:
-        raise ValueError('invalid http address {!r}: expected http://host:port'.format(address))
+        raise ValueError(f'invalid http address {address!r}: expected http://host:port')
     return parts.hostname, port, parts.scheme == 'https'
 
 
@@ -62,20 +63,20 @@ def connectable_host(host: str) -> str:
 def check_positive(name: str, value: Any) -> float:
     """``value`` as a float; ``ValueError`` naming ``name`` unless it is a positive number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError('{} must be a positive number of seconds, got {!r}'.format(name, value))
+        raise ValueError(f'{name} must be a positive number of seconds, got {value!r}')
     return float(value)
 
 
 def check_retries(retries: Any, waiting: Any) -> None:
     """Validate ``request_retries`` (int >= 0) and ``request_retry_waiting`` (number >= 0)."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError('request_retries must be an int >= 0, got {!r}'.format(retries))
+        raise ValueError(f'request_retries must be an int >= 0, got {retries!r}')
     if isinstance(waiting, bool) or not isinstance(waiting, (int, float)) or waiting < 0:
-        raise ValueError('request_retry_waiting must be a number >= 0, got {!r}'.format(waiting))
+        raise ValueError(f'request_retry_waiting must be a number >= 0, got {waiting!r}')
 
 
 def check_channel(channel: Any) -> int:
     """Validate a channel id (an int)."""
     if isinstance(channel, bool) or not isinstance(channel, int):
-        raise ValueError('channel must be an int, got {!r}'.format(channel))
+        raise ValueError(f'channel must be an int, got {channel!r}')
     return channel

@@ -2,19 +2,21 @@
 Server side of the response envelope ``{"success": bool, "code": int, "message": str, "data": {...}}``:
 building answers, refusing requests with an error code, and reading JSON request bodies strictly.
 """
+
 import json
+from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any, Dict, Mapping, Optional
+from typing import Any
 
 from ..exception import http_status_of
 
 
-def success_response(data: Optional[Mapping[str, Any]] = None, message: str = 'Success.') -> Dict[str, Any]:
+def success_response(data: Mapping[str, Any] | None = None, message: str = 'Success.') -> dict[str, Any]:
     """Envelope of a successful answer."""
     return {'success': True, 'code': 0, 'message': message, 'data': dict(data or {})}
 
 
-def failure_response(code: IntEnum, message: str, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def failure_response(code: IntEnum, message: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Envelope of a refused or failed request."""
     return {'success': False, 'code': int(code), 'message': message, 'data': dict(data or {})}
 
@@ -26,11 +28,7 @@ class ResponsibleException(Exception):
     """
 
     def __init__(
-        self,
-        code: IntEnum,
-        message: str,
-        data: Optional[Mapping[str, Any]] = None,
-        status_code: Optional[int] = None
+        self, code: IntEnum, message: str, data: Mapping[str, Any] | None = None, status_code: int | None = None
     ):
         super().__init__(message)
         self.code = code
@@ -38,12 +36,12 @@ class ResponsibleException(Exception):
         self.data = dict(data or {})
         self.status_code = status_code if status_code is not None else http_status_of(code)
 
-    def get_response(self) -> Dict[str, Any]:
+    def get_response(self) -> dict[str, Any]:
         """The failure envelope of this exception."""
         return failure_response(self.code, self.message, self.data)
 
 
-def parse_json_object(raw: bytes, invalid_code: IntEnum, allow_empty: bool = False) -> Dict[str, Any]:
+def parse_json_object(raw: bytes, invalid_code: IntEnum, allow_empty: bool = False) -> dict[str, Any]:
     """
     Decode a request body that must be a JSON object (never anything else: no pickles, no arrays).
     ``allow_empty`` accepts an empty body as ``{}``. Raises ``ResponsibleException(invalid_code)``.
@@ -55,27 +53,21 @@ def parse_json_object(raw: bytes, invalid_code: IntEnum, allow_empty: bool = Fal
     try:
         body = json.loads(raw.decode('utf-8'))
     except (UnicodeDecodeError, ValueError) as err:
-        raise ResponsibleException(invalid_code, 'Request body is not valid JSON: {}.'.format(err)) from None
+        raise ResponsibleException(invalid_code, f'Request body is not valid JSON: {err}.') from None
     if not isinstance(body, dict):
-        raise ResponsibleException(
-            invalid_code, 'Request body must be a JSON object, got {}.'.format(type(body).__name__)
-        )
+        raise ResponsibleException(invalid_code, f'Request body must be a JSON object, got {type(body).__name__}.')
     return body
 
 
-def get_object_field(
-        body: Mapping[str, Any], key: str, invalid_code: IntEnum, required: bool = True
-) -> Dict[str, Any]:
+def get_object_field(body: Mapping[str, Any], key: str, invalid_code: IntEnum, required: bool = True) -> dict[str, Any]:
     """``body[key]`` checked to be a JSON object (``{}`` when absent and not required)."""
     if key not in body:
         if required:
-            raise ResponsibleException(invalid_code, 'Field {!r} is missing from the request body.'.format(key))
+            raise ResponsibleException(invalid_code, f'Field {key!r} is missing from the request body.')
         return {}
     value = body[key]
     if not isinstance(value, dict):
-        raise ResponsibleException(
-            invalid_code, 'Field {!r} must be a JSON object, got {}.'.format(key, type(value).__name__)
-        )
+        raise ResponsibleException(invalid_code, f'Field {key!r} must be a JSON object, got {type(value).__name__}.')
     return value
 
 
@@ -84,7 +76,7 @@ def get_string_field(body: Mapping[str, Any], key: str, invalid_code: IntEnum, m
     value = body.get(key)
     if not isinstance(value, str) or not value or len(value) > max_length:
         raise ResponsibleException(
-            invalid_code, 'Field {!r} must be a non-empty string of at most {} characters.'.format(key, max_length)
+            invalid_code, f'Field {key!r} must be a non-empty string of at most {max_length} characters.'
         )
     return value
 
@@ -94,4 +86,4 @@ def check_json_serializable(value: Any, what: str, error_code: IntEnum) -> None:
     try:
         json.dumps(value)
     except (TypeError, ValueError) as err:
-        raise ResponsibleException(error_code, '{} is not JSON-serializable: {}.'.format(what, err)) from None
+        raise ResponsibleException(error_code, f'{what} is not JSON-serializable: {err}.') from None

@@ -2,13 +2,15 @@
 Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
 thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
 """
+
 import hmac
 import json
 import logging
 import socket
 import threading
+from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any
 
 import requests
 from flask import Flask, Response, request
@@ -22,7 +24,7 @@ from .envelope import ResponsibleException, failure_response, success_response
 logger = logging.getLogger(__name__)
 
 # (rule, methods, view); a view returns a success envelope dict or raises ResponsibleException.
-Route = Tuple[str, Sequence[str], Callable[[], Dict[str, Any]]]
+Route = tuple[str, Sequence[str], Callable[[], dict[str, Any]]]
 
 
 class _QuietRequestHandler(WSGIRequestHandler):
@@ -32,11 +34,11 @@ class _QuietRequestHandler(WSGIRequestHandler):
         pass
 
 
-def _json_response(envelope: Dict[str, Any], status: int) -> Response:
+def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: Type[IntEnum]) -> Flask:
+def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -> Flask:
     """
     A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
@@ -44,7 +46,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: Type[IntEnum]) -
     app = Flask(import_name)
     app.config['MAX_CONTENT_LENGTH'] = config.MAX_REQUEST_BYTES
 
-    def _wrap(view: Callable[[], Dict[str, Any]]) -> Callable[[], Response]:
+    def _wrap(view: Callable[[], dict[str, Any]]) -> Callable[[], Response]:
 
         def _view() -> Response:
             try:
@@ -63,11 +65,9 @@ def build_app(import_name: str, routes: Sequence[Route], codes: Type[IntEnum]) -
     def _http_error(err: HTTPException) -> Response:
         status = err.code or 500
         if status == 404:
-            code, message = codes.ROUTE_NOT_FOUND, 'No route {} {}.'.format(request.method, request.path)
+            code, message = codes.ROUTE_NOT_FOUND, f'No route {request.method} {request.path}.'
         elif status == 405:
-            code, message = codes.METHOD_NOT_ALLOWED, 'Method {} is not allowed on {}.'.format(
-                request.method, request.path
-            )
+            code, message = codes.METHOD_NOT_ALLOWED, f'Method {request.method} is not allowed on {request.path}.'
         elif status < 500:
             code, message = codes.REQUEST_INVALID, err.description or err.name
         else:
@@ -79,7 +79,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: Type[IntEnum]) -
 
     def _unexpected_error(err: Exception) -> Response:
         logger.exception('unexpected error while serving %s %s', request.method, request.path)
-        message = 'Unexpected server error: {}: {}'.format(type(err).__name__, err)
+        message = f'Unexpected server error: {type(err).__name__}: {err}'
         return _json_response(failure_response(codes.UNKNOWN_ERROR, message), 500)
 
     app.register_error_handler(HTTPException, _http_error)
@@ -100,7 +100,7 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as err:
         sock.close()
-        raise OSError(err.errno, 'cannot listen on {}:{}: {}'.format(host, port, err.strerror)) from None
+        raise OSError(err.errno, f'cannot listen on {host}:{port}: {err.strerror}') from None
     return sock
 
 
@@ -110,26 +110,27 @@ class HttpService:
     service's own token (needed for ``DELETE /shutdown`` over HTTP). One-shot: start once, shut down once.
     Subclasses give ``_routes()`` and may override ``_start_workers``/``_stop_workers``/``_worker_threads``.
     """
+
     _role = 'service'
-    _codes: Type[IntEnum]
+    _codes: type[IntEnum]
 
     def __init__(self, host: str, port: int, disable_flask_log: bool = True):
         if not isinstance(host, str):
-            raise TypeError('host must be a string, got {!r}'.format(host))
+            raise TypeError(f'host must be a string, got {host!r}')
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-            raise ValueError('port must be an int in [0, 65535] (0 picks a free port), got {!r}'.format(port))
+            raise ValueError(f'port must be an int in [0, 65535] (0 picks a free port), got {port!r}')
         self._host = host
         self._port = port
         self._disable_flask_log = disable_flask_log
         self._self_token = random_token()
-        self._server: Optional[BaseWSGIServer] = None
-        self._server_thread: Optional[threading.Thread] = None
+        self._server: BaseWSGIServer | None = None
+        self._server_thread: threading.Thread | None = None
         self._service_lock = threading.Lock()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
 
     # --- for subclasses -------------------------------------------------------------------------------
-    def _routes(self) -> List[Route]:
+    def _routes(self) -> list[Route]:
         raise NotImplementedError
 
     def _start_workers(self) -> None:
@@ -138,15 +139,13 @@ class HttpService:
     def _stop_workers(self) -> None:
         """Wind down (called after the stop flag is set, before the server stops serving)."""
 
-    def _worker_threads(self) -> List[threading.Thread]:
+    def _worker_threads(self) -> list[threading.Thread]:
         """Threads that ``join()`` waits for besides the server thread."""
         return []
 
     def _check_not_shutting_down(self) -> None:
         if self._stopping.is_set():
-            raise ResponsibleException(
-                self._codes.SYSTEM_SHUTTING_DOWN, 'This {} is shutting down.'.format(self._role)
-            )
+            raise ResponsibleException(self._codes.SYSTEM_SHUTTING_DOWN, f'This {self._role} is shutting down.')
 
     def _check_channel_header(self, channel: int) -> None:
         raw = request.headers.get('Channel')
@@ -158,7 +157,7 @@ class HttpService:
             given = None
         if given != channel:
             raise ResponsibleException(
-                self._codes.CHANNEL_NOT_MATCH, 'Channel {!r} does not match this {}.'.format(raw, self._role)
+                self._codes.CHANNEL_NOT_MATCH, f'Channel {raw!r} does not match this {self._role}.'
             )
 
     def _check_self_token(self) -> None:
@@ -166,22 +165,20 @@ class HttpService:
         if not token:
             raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
         if not hmac.compare_digest(token.encode(), self._self_token.encode()):
-            raise ResponsibleException(
-                self._codes.SELF_TOKEN_NOT_MATCH, 'Token does not match this {}.'.format(self._role)
-            )
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_MATCH, f'Token does not match this {self._role}.')
 
-    def _api_ping(self) -> Dict[str, Any]:
+    def _api_ping(self) -> dict[str, Any]:
         return success_response({'role': self._role}, 'PONG!')
 
-    def _api_shutdown(self) -> Dict[str, Any]:
+    def _api_shutdown(self) -> dict[str, Any]:
         self._check_not_shutting_down()
         self._check_self_token()
         # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
-        threading.Thread(target=self.shutdown, name='ding-{}-shutdown'.format(self._role), daemon=True).start()
+        threading.Thread(target=self.shutdown, name=f'ding-{self._role}-shutdown', daemon=True).start()
         return success_response(message='Shutting down.')
 
     def _thread_name(self, what: str) -> str:
-        return 'ding-{}-{}-{}'.format(self._role, what, self.port)
+        return f'ding-{self._role}-{what}-{self.port}'
 
     # --- public ---------------------------------------------------------------------------------------
     @property
@@ -206,18 +203,13 @@ class HttpService:
         """Bind and listen (returns once the socket accepts connections), then serve in a background thread."""
         with self._service_lock:
             if self._server is not None or self._stopping.is_set():
-                raise RuntimeError('{} can only be started once'.format(type(self).__name__))
+                raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = build_app(__name__, self._routes(), self._codes)
             handler = _QuietRequestHandler if self._disable_flask_log else None
             sock = _listen(self._host, self._port)
             try:
                 self._server = make_server(
-                    self._host,
-                    sock.getsockname()[1],
-                    app,
-                    threaded=True,
-                    request_handler=handler,
-                    fd=sock.fileno()
+                    self._host, sock.getsockname()[1], app, threaded=True, request_handler=handler, fd=sock.fileno()
                 )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
@@ -244,7 +236,7 @@ class HttpService:
                 self._server.server_close()
             self._stopped.set()
 
-    def join(self, timeout: Optional[float] = None) -> None:
+    def join(self, timeout: float | None = None) -> None:
         """Wait until shut down and every service thread has ended (``timeout`` bounds the wait for each)."""
         if not self._stopped.wait(timeout):
             return
@@ -279,4 +271,4 @@ class HttpService:
         self.close()
 
     def __repr__(self) -> str:
-        return '{}({}:{})'.format(type(self).__name__, self._host, self.port)
+        return f'{type(self).__name__}({self._host}:{self.port})'

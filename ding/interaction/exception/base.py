@@ -1,17 +1,19 @@
 """Client-side view of a failed request: the response envelope and the exception base class."""
+
 import json
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import requests
 
 
 class ResponseValues(NamedTuple):
     """Fields of one answer: HTTP status plus the ``{"success", "code", "message", "data"}`` envelope."""
+
     status_code: int
     success: bool
-    code: Optional[int]
+    code: int | None
     message: str
-    data: Dict[str, Any]
+    data: dict[str, Any]
 
 
 def get_values_from_response(response: requests.Response) -> ResponseValues:
@@ -34,7 +36,7 @@ def get_values_from_response(response: requests.Response) -> ResponseValues:
             data if isinstance(data, dict) else {},
         )
     snippet = response.content[:200].decode('utf-8', errors='replace')
-    return ResponseValues(response.status_code, False, None, 'answer is not a JSON envelope: {!r}'.format(snippet), {})
+    return ResponseValues(response.status_code, False, None, f'answer is not a JSON envelope: {snippet!r}', {})
 
 
 class ResponseException(requests.HTTPError):
@@ -52,11 +54,9 @@ class ResponseException(requests.HTTPError):
         self.message = values.message
         self.data = values.data
         request = getattr(response, 'request', None)
-        where = '{} {}'.format(request.method, request.url) if request is not None else response.url
+        where = f'{request.method} {request.url}' if request is not None else response.url
         super().__init__(
-            '{} (HTTP {}, code {}) from {}: {}'.format(
-                type(self).__name__, values.status_code, values.code, where, values.message
-            ),
+            f'{type(self).__name__} (HTTP {values.status_code}, code {values.code}) from {where}: {values.message}',
             response=response,
         )
 
@@ -66,5 +66,5 @@ def _response_of(error: Any) -> requests.Response:
         return error
     response = getattr(error, 'response', None)
     if not isinstance(response, requests.Response):
-        raise TypeError('expected a requests.Response or an HTTPError carrying one, got {!r}'.format(error))
+        raise TypeError(f'expected a requests.Response or an HTTPError carrying one, got {error!r}')
     return response

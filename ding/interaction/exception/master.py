@@ -1,6 +1,7 @@
 """Error codes answered by a master, and one client-side exception class per code."""
+
 from enum import IntEnum
-from typing import Any, Dict, Type, Union
+from typing import Any
 
 import requests
 
@@ -9,6 +10,7 @@ from .base import ResponseException, _response_of, get_values_from_response
 
 class MasterErrorCode(IntEnum):
     """Codes in the ``code`` field of a master's answers."""
+
     SUCCESS = 0
 
     SYSTEM_SHUTTING_DOWN = 101  # the master is stopping and takes no more requests
@@ -35,7 +37,7 @@ class MasterErrorCode(IntEnum):
     SLAVE_TOKEN_INVALID = 502
 
 
-MASTER_HTTP_STATUS: Dict[MasterErrorCode, int] = {
+MASTER_HTTP_STATUS: dict[MasterErrorCode, int] = {
     MasterErrorCode.SUCCESS: 200,
     MasterErrorCode.SYSTEM_SHUTTING_DOWN: 503,
     MasterErrorCode.REQUEST_INVALID: 400,
@@ -118,7 +120,7 @@ MasterChannelInvalid = MasterChannelNotMatch
 MasterSelfTokenInvalid = MasterSelfTokenNotMatch
 MasterSlaveTokenInvalid = MasterSlaveTokenNotMatch
 
-_MASTER_EXCEPTIONS: Dict[MasterErrorCode, Type[MasterResponseException]] = {
+_MASTER_EXCEPTIONS: dict[MasterErrorCode, type[MasterResponseException]] = {
     MasterErrorCode.SUCCESS: MasterSuccess,
     MasterErrorCode.SYSTEM_SHUTTING_DOWN: MasterSystemShuttingDown,
     MasterErrorCode.REQUEST_INVALID: MasterRequestInvalid,
@@ -136,15 +138,15 @@ _MASTER_EXCEPTIONS: Dict[MasterErrorCode, Type[MasterResponseException]] = {
 }
 
 
-def get_master_exception_class_by_error_code(code: Union[int, MasterErrorCode]) -> Type[MasterResponseException]:
+def get_master_exception_class_by_error_code(code: int | MasterErrorCode) -> type[MasterResponseException]:
     """The exception class of a master error code; ``ValueError`` for a code masters never answer."""
     try:
         return _MASTER_EXCEPTIONS[MasterErrorCode(code)]
     except ValueError:
-        raise ValueError('unknown master error code {!r}'.format(code)) from None
+        raise ValueError(f'unknown master error code {code!r}') from None
 
 
-def get_master_exception_by_error(error: Union[requests.HTTPError, requests.Response, Any]) -> MasterResponseException:
+def get_master_exception_by_error(error: requests.HTTPError | requests.Response | Any) -> MasterResponseException:
     """
     Turn a failed answer of a master (a ``requests.Response`` or an ``HTTPError`` carrying one) into the
     exception of its error code; an answer without a known code gives a plain ``MasterResponseException``.
@@ -159,6 +161,8 @@ def get_master_exception_by_error(error: Union[requests.HTTPError, requests.Resp
 
 
 __all__ = [
-    'MasterErrorCode', 'MASTER_HTTP_STATUS', 'get_master_exception_class_by_error_code',
-    'get_master_exception_by_error'
+    'MasterErrorCode',
+    'MASTER_HTTP_STATUS',
+    'get_master_exception_class_by_error_code',
+    'get_master_exception_by_error',
 ] + sorted(n for n, o in list(globals().items()) if isinstance(o, type) and issubclass(o, MasterResponseException))

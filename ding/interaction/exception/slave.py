@@ -1,6 +1,7 @@
 """Error codes answered by a slave, and one client-side exception class per code."""
+
 from enum import IntEnum
-from typing import Any, Dict, Type, Union
+from typing import Any
 
 import requests
 
@@ -9,6 +10,7 @@ from .base import ResponseException, _response_of, get_values_from_response
 
 class SlaveErrorCode(IntEnum):
     """Codes in the ``code`` field of a slave's answers."""
+
     SUCCESS = 0
 
     SYSTEM_SHUTTING_DOWN = 101  # the slave is stopping and takes no more requests
@@ -44,7 +46,7 @@ class SlaveErrorCode(IntEnum):
     SELF_TOKEN_INVALID = 402
 
 
-SLAVE_HTTP_STATUS: Dict[SlaveErrorCode, int] = {
+SLAVE_HTTP_STATUS: dict[SlaveErrorCode, int] = {
     SlaveErrorCode.SUCCESS: 200,
     SlaveErrorCode.SYSTEM_SHUTTING_DOWN: 503,
     SlaveErrorCode.REQUEST_INVALID: 400,
@@ -155,7 +157,7 @@ SlaveMasterTokenInvalid = SlaveMasterTokenNotMatch
 SlaveSelfTokenNotFound = SlaveSelfTokenNotGiven
 SlaveSelfTokenInvalid = SlaveSelfTokenNotMatch
 
-_SLAVE_EXCEPTIONS: Dict[SlaveErrorCode, Type[SlaveResponseException]] = {
+_SLAVE_EXCEPTIONS: dict[SlaveErrorCode, type[SlaveResponseException]] = {
     SlaveErrorCode.SUCCESS: SlaveSuccess,
     SlaveErrorCode.SYSTEM_SHUTTING_DOWN: SlaveSystemShuttingDown,
     SlaveErrorCode.REQUEST_INVALID: SlaveRequestInvalid,
@@ -178,15 +180,15 @@ _SLAVE_EXCEPTIONS: Dict[SlaveErrorCode, Type[SlaveResponseException]] = {
 }
 
 
-def get_slave_exception_class_by_error_code(code: Union[int, SlaveErrorCode]) -> Type[SlaveResponseException]:
+def get_slave_exception_class_by_error_code(code: int | SlaveErrorCode) -> type[SlaveResponseException]:
     """The exception class of a slave error code; ``ValueError`` for a code slaves never answer."""
     try:
         return _SLAVE_EXCEPTIONS[SlaveErrorCode(code)]
     except ValueError:
-        raise ValueError('unknown slave error code {!r}'.format(code)) from None
+        raise ValueError(f'unknown slave error code {code!r}') from None
 
 
-def get_slave_exception_by_error(error: Union[requests.HTTPError, requests.Response, Any]) -> SlaveResponseException:
+def get_slave_exception_by_error(error: requests.HTTPError | requests.Response | Any) -> SlaveResponseException:
     """
     Turn a failed answer of a slave (a ``requests.Response`` or an ``HTTPError`` carrying one) into the
     exception of its error code; an answer without a known code gives a plain ``SlaveResponseException``.
@@ -201,5 +203,8 @@ def get_slave_exception_by_error(error: Union[requests.HTTPError, requests.Respo
 
 
 __all__ = [
-    'SlaveErrorCode', 'SLAVE_HTTP_STATUS', 'get_slave_exception_class_by_error_code', 'get_slave_exception_by_error'
+    'SlaveErrorCode',
+    'SLAVE_HTTP_STATUS',
+    'get_slave_exception_class_by_error_code',
+    'get_slave_exception_by_error',
 ] + sorted(n for n, o in list(globals().items()) if isinstance(o, type) and issubclass(o, SlaveResponseException))

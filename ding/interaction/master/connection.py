@@ -1,7 +1,9 @@
 """The master's handle on one slave: connect, disconnect, send tasks."""
+
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -31,11 +33,11 @@ class SlaveConnectionProxy:
         # Everything below is guarded by the master's lock.
         self._connecting = False
         self._connected = False
-        self._client: Optional[HttpClient] = None
-        self._master_token: Optional[str] = None
-        self._slave_token: Optional[str] = None
+        self._client: HttpClient | None = None
+        self._master_token: str | None = None
+        self._slave_token: str | None = None
         self._last_heartbeat = 0.0
-        self._tasks: Dict[str, Task] = {}
+        self._tasks: dict[str, Task] = {}
 
     @property
     def name(self) -> str:
@@ -54,23 +56,23 @@ class SlaveConnectionProxy:
         return self._connected
 
     @property
-    def master_token(self) -> Optional[str]:
+    def master_token(self) -> str | None:
         """Token this master sends to the slave on the current link (None when not connected)."""
         return self._master_token if self._connected else None
 
     @property
-    def slave_token(self) -> Optional[str]:
+    def slave_token(self) -> str | None:
         """Token the slave sends back on the current link (None when not connected)."""
         return self._slave_token if self._connected else None
 
     @property
-    def tasks(self) -> List[Task]:
+    def tasks(self) -> list[Task]:
         """Tasks sent on this connection that have not ended yet."""
         with self._master._lock:
             return list(self._tasks.values())
 
     # --- public -----------------------------------------------------------------------------------------
-    def connect(self, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    def connect(self, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """
         Connect to the slave, sending ``data`` to its ``_before_connection``; returns that hook's dict.
         Raises the slave's error as an exception (e.g. ``SlaveSlaveConnectionRefused``,
@@ -80,36 +82,27 @@ class SlaveConnectionProxy:
         master._check_running()
         with master._lock:
             if self._connected or self._connecting:
-                raise RuntimeError('connection {!r} is already connected'.format(self._name))
+                raise RuntimeError(f'connection {self._name!r} is already connected')
             other = master._connections.get(self._name)
             if other is not None and other is not self:
-                raise ValueError(
-                    'master already has a connected slave named {!r}; disconnect it first'.format(self._name)
-                )
+                raise ValueError(f'master already has a connected slave named {self._name!r}; disconnect it first')
             self._connecting = True
             master._pending_connects += 1
 
         master_token = random_token()
         client = HttpClient(
             self._host,
-            self._port, {
-                'Channel': str(master.channel),
-                'Token': master_token
-            },
+            self._port,
+            {'Channel': str(master.channel), 'Token': master_token},
             get_slave_exception_by_error,
             retries=master._request_retries,
             retry_waiting=master._request_retry_waiting,
-            timeout=master._request_timeout
+            timeout=master._request_timeout,
         )
         registered, reply = False, {}
         try:
             reply = client.request(
-                'POST', '/connect', {
-                    'master': {
-                        'address': master.address
-                    },
-                    'data': dict(data or {})
-                }
+                'POST', '/connect', {'master': {'address': master.address}, 'data': dict(data or {})}
             )
             slave_token = reply.get('token')
             with master._lock:
@@ -128,15 +121,13 @@ class SlaveConnectionProxy:
             # The slave accepted but we cannot keep the link: release the slave again.
             self._best_effort_disconnect(client)
             if master._stopping.is_set():
-                raise RuntimeError('master is shutting down; connection {!r} was not kept'.format(self._name))
-            raise ValueError(
-                'slave {!r} at {}:{} answered /connect without a token'.format(self._name, self._host, self._port)
-            )
+                raise RuntimeError(f'master is shutting down; connection {self._name!r} was not kept')
+            raise ValueError(f'slave {self._name!r} at {self._host}:{self._port} answered /connect without a token')
         logger.info('master connected to slave %r at %s:%s', self._name, self._host, self._port)
         out = reply.get('data')
         return out if isinstance(out, dict) else {}
 
-    def disconnect(self, data: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    def disconnect(self, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """
         Disconnect from the slave (``data`` goes to its ``_before_disconnection``); returns that hook's dict.
         Tasks still in flight fail. Raises ``SlaveSlaveDisconnectionRefused`` (and stays connected) if the slave
@@ -147,26 +138,26 @@ class SlaveConnectionProxy:
             client = self._client if self._connected else None
         if client is None:
             return {}
-        reply: Dict[str, Any] = {}
+        reply: dict[str, Any] = {}
         try:
             reply = client.request('DELETE', '/disconnect', {'data': dict(data or {})})
         except SlaveSlaveDisconnectionRefused:
             raise
         except requests.RequestException as err:
             logger.warning('slave %r did not acknowledge the disconnection (%s); dropping it anyway', self._name, err)
-        self._drop('connection {!r} was disconnected'.format(self._name))
+        self._drop(f'connection {self._name!r} was disconnected')
         out = reply.get('data')
         return out if isinstance(out, dict) else {}
 
-    def new_task(self, data: Mapping[str, Any], timeout: Optional[float] = None) -> Task:
+    def new_task(self, data: Mapping[str, Any], timeout: float | None = None) -> Task:
         """
         A new task (not sent yet: call ``start()``) carrying ``data``, a JSON-serializable dict. With
         ``timeout`` (seconds from ``start()``), the task fails when the slave has not answered in time.
         """
         if not isinstance(data, Mapping):
-            raise TypeError('task data must be a dict, got {}'.format(type(data).__name__))
+            raise TypeError(f'task data must be a dict, got {type(data).__name__}')
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError('task timeout must be a positive number of seconds or None, got {!r}'.format(timeout))
+            raise ValueError(f'task timeout must be a positive number of seconds or None, got {timeout!r}')
         return Task(self, dict(data), timeout=None if timeout is None else float(timeout))
 
     def ping(self, timeout: float = 2.0) -> bool:
@@ -186,17 +177,17 @@ class SlaveConnectionProxy:
         self.disconnect()
 
     def __repr__(self) -> str:
-        return 'SlaveConnectionProxy(name={!r}, address={}:{}, connected={})'.format(
-            self._name, self._host, self._port, self._connected
+        return (
+            f'SlaveConnectionProxy(name={self._name!r}, address={self._host}:{self._port}, connected={self._connected})'
         )
 
     # --- internals (used by Task and Master) ------------------------------------------------------------
     def _send_task(self, task: Task) -> None:
         with self._master._lock:
             if not self._connected:
-                raise RuntimeError('connection {!r} is not connected'.format(self._name))
+                raise RuntimeError(f'connection {self._name!r} is not connected')
             if task.id in self._tasks:
-                raise RuntimeError('task {} was already sent on {!r}'.format(task.id, self._name))
+                raise RuntimeError(f'task {task.id} was already sent on {self._name!r}')
             self._tasks[task.id] = task
             client = self._client
         try:
@@ -205,7 +196,7 @@ class SlaveConnectionProxy:
             self._pop_task(task.id)
             raise
 
-    def _pop_task(self, task_id: str) -> Optional[Task]:
+    def _pop_task(self, task_id: str) -> Task | None:
         with self._master._lock:
             return self._tasks.pop(task_id, None)
 
@@ -223,7 +214,7 @@ class SlaveConnectionProxy:
             tasks = list(self._tasks.values())
             self._tasks.clear()
         for task in tasks:
-            task._finish(TaskStatus.TASK_FAILED, {'message': '{}; task {} failed'.format(reason, task.id)})
+            task._finish(TaskStatus.TASK_FAILED, {'message': f'{reason}; task {task.id} failed'})
         return True
 
     def _best_effort_disconnect(self, client: HttpClient) -> None:

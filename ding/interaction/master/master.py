@@ -1,21 +1,35 @@
 """
 Master: connects to slaves, sends them tasks and receives their heartbeats and task results over HTTP.
 """
+
 import hmac
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from flask import request
 
 from ..base.common import check_channel, check_positive, check_retries, format_http_address, get_host_ip
-from ..base.envelope import ResponsibleException, get_object_field, get_string_field, parse_json_object, \
-    success_response
+from ..base.envelope import (
+    ResponsibleException,
+    get_object_field,
+    get_string_field,
+    parse_json_object,
+    success_response,
+)
 from ..base.server import HttpService, Route
-from ..config import DEFAULT_CHANNEL, DEFAULT_HEARTBEAT_CHECK_SPAN, DEFAULT_HEARTBEAT_TOLERANCE, \
-    DEFAULT_MASTER_PORT, DEFAULT_REQUEST_RETRIES, DEFAULT_REQUEST_RETRY_WAITING, DEFAULT_REQUEST_TIMEOUT, \
-    LOCAL_HOST, WILDCARD_HOSTS
+from ..config import (
+    DEFAULT_CHANNEL,
+    DEFAULT_HEARTBEAT_CHECK_SPAN,
+    DEFAULT_HEARTBEAT_TOLERANCE,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_REQUEST_RETRIES,
+    DEFAULT_REQUEST_RETRY_WAITING,
+    DEFAULT_REQUEST_TIMEOUT,
+    LOCAL_HOST,
+    WILDCARD_HOSTS,
+)
 from ..exception import MasterErrorCode
 from .connection import SlaveConnectionProxy
 from .task import TaskStatus
@@ -35,20 +49,21 @@ class Master(HttpService):
     ``master.new_connection(name, host, port)`` gives a connection; ``name in master``, ``master[name]`` and
     ``del master[name]`` (disconnect) work on connected ones.
     """
+
     _role = 'master'
     _codes = MasterErrorCode
 
     def __init__(
         self,
-        host: Optional[str] = None,
-        port: Optional[int] = None,
-        heartbeat_tolerance: Optional[float] = DEFAULT_HEARTBEAT_TOLERANCE,
-        heartbeat_check_span: Optional[float] = DEFAULT_HEARTBEAT_CHECK_SPAN,
-        request_retries: Optional[int] = DEFAULT_REQUEST_RETRIES,
-        request_retry_waiting: Optional[float] = DEFAULT_REQUEST_RETRY_WAITING,
-        channel: Optional[int] = DEFAULT_CHANNEL,
-        my_address: Optional[str] = None,
-        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+        host: str | None = None,
+        port: int | None = None,
+        heartbeat_tolerance: float | None = DEFAULT_HEARTBEAT_TOLERANCE,
+        heartbeat_check_span: float | None = DEFAULT_HEARTBEAT_CHECK_SPAN,
+        request_retries: int | None = DEFAULT_REQUEST_RETRIES,
+        request_retry_waiting: float | None = DEFAULT_REQUEST_RETRY_WAITING,
+        channel: int | None = DEFAULT_CHANNEL,
+        my_address: str | None = None,
+        request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
     ):
         """
@@ -67,18 +82,19 @@ class Master(HttpService):
         )
         self._heartbeat_check_span = check_positive(
             'heartbeat_check_span',
-            DEFAULT_HEARTBEAT_CHECK_SPAN if heartbeat_check_span is None else heartbeat_check_span
+            DEFAULT_HEARTBEAT_CHECK_SPAN if heartbeat_check_span is None else heartbeat_check_span,
         )
         self._request_retries = DEFAULT_REQUEST_RETRIES if request_retries is None else request_retries
-        self._request_retry_waiting = DEFAULT_REQUEST_RETRY_WAITING \
-            if request_retry_waiting is None else request_retry_waiting
+        self._request_retry_waiting = (
+            DEFAULT_REQUEST_RETRY_WAITING if request_retry_waiting is None else request_retry_waiting
+        )
         check_retries(self._request_retries, self._request_retry_waiting)
         self._request_timeout = check_positive(
             'request_timeout', DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
         )
         self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
         if my_address is not None and (not isinstance(my_address, str) or not my_address):
-            raise ValueError('my_address must be a non-empty host string or None, got {!r}'.format(my_address))
+            raise ValueError(f'my_address must be a non-empty host string or None, got {my_address!r}')
         if my_address is None:
             my_address = get_host_ip() if host in WILDCARD_HOSTS else host
         self._my_address = my_address
@@ -86,9 +102,9 @@ class Master(HttpService):
         self._lock = threading.RLock()
         self._pending_cond = threading.Condition(self._lock)
         self._pending_connects = 0
-        self._connections: Dict[str, SlaveConnectionProxy] = {}
-        self._by_slave_token: Dict[str, SlaveConnectionProxy] = {}
-        self._checker_thread: Optional[threading.Thread] = None
+        self._connections: dict[str, SlaveConnectionProxy] = {}
+        self._by_slave_token: dict[str, SlaveConnectionProxy] = {}
+        self._checker_thread: threading.Thread | None = None
 
     # --- properties -------------------------------------------------------------------------------------
     @property
@@ -113,14 +129,14 @@ class Master(HttpService):
     def new_connection(self, name: str, host: str, port: int) -> SlaveConnectionProxy:
         """A (not yet connected) connection to the slave at ``host:port``, known as ``name`` once connected."""
         if not isinstance(name, str) or not name:
-            raise ValueError('connection name must be a non-empty string, got {!r}'.format(name))
+            raise ValueError(f'connection name must be a non-empty string, got {name!r}')
         if not isinstance(host, str) or not host:
-            raise ValueError('slave host must be a non-empty string, got {!r}'.format(host))
+            raise ValueError(f'slave host must be a non-empty string, got {host!r}')
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535:
-            raise ValueError('slave port must be an int in [1, 65535], got {!r}'.format(port))
+            raise ValueError(f'slave port must be an int in [1, 65535], got {port!r}')
         with self._lock:
             if name in self._connections:
-                raise ValueError('master already has a connected slave named {!r}; disconnect it first'.format(name))
+                raise ValueError(f'master already has a connected slave named {name!r}; disconnect it first')
         return SlaveConnectionProxy(self, name, host, port)
 
     def __contains__(self, name: str) -> bool:
@@ -132,8 +148,7 @@ class Master(HttpService):
             try:
                 return self._connections[name]
             except KeyError:
-                raise KeyError('no connected slave named {!r}; connected: {}'.format(
-                    name, sorted(self._connections))) from None
+                raise KeyError(f'no connected slave named {name!r}; connected: {sorted(self._connections)}') from None
 
     def __delitem__(self, name: str) -> None:
         self[name].disconnect()
@@ -153,7 +168,7 @@ class Master(HttpService):
             raise RuntimeError('master is shut down')
 
     # --- service plumbing -------------------------------------------------------------------------------
-    def _routes(self) -> List[Route]:
+    def _routes(self) -> list[Route]:
         return [
             ('/ping', ['GET'], self._api_ping),
             ('/shutdown', ['DELETE'], self._api_shutdown),
@@ -163,18 +178,16 @@ class Master(HttpService):
         ]
 
     def _start_workers(self) -> None:
-        self._checker_thread = threading.Thread(
-            target=self._check_loop, name=self._thread_name('checker'), daemon=True
-        )
+        self._checker_thread = threading.Thread(target=self._check_loop, name=self._thread_name('checker'), daemon=True)
         self._checker_thread.start()
 
     def _stop_workers(self) -> None:
         with self._lock:
             connections = list(self._connections.values())
         for conn in connections:
-            conn._close('master is shutting down; connection {!r} was closed'.format(conn.name))
+            conn._close(f'master is shutting down; connection {conn.name!r} was closed')
 
-    def _worker_threads(self) -> List[threading.Thread]:
+    def _worker_threads(self) -> list[threading.Thread]:
         return [self._checker_thread] if self._checker_thread is not None else []
 
     def _check_loop(self) -> None:
@@ -183,25 +196,26 @@ class Master(HttpService):
             now = time.monotonic()
             with self._lock:
                 connections = list(self._connections.values())
-                lost = [(c, now - c._last_heartbeat) for c in connections
-                        if now - c._last_heartbeat > self._heartbeat_tolerance]
-                expired = [t for c in connections for t in c._tasks.values()
-                           if t._deadline is not None and now >= t._deadline]
+                lost = [
+                    (c, now - c._last_heartbeat)
+                    for c in connections
+                    if now - c._last_heartbeat > self._heartbeat_tolerance
+                ]
+                expired = [
+                    t for c in connections for t in c._tasks.values() if t._deadline is not None and now >= t._deadline
+                ]
             for conn, age in lost:
                 logger.warning('slave %r at %s:%s lost: no heartbeat for %.1fs', conn.name, conn.host, conn.port, age)
                 conn._drop(
-                    'slave {!r} at {}:{} sent no heartbeat for {:.1f}s (tolerance {}s), connection dropped'.format(
-                        conn.name, conn.host, conn.port, age, self._heartbeat_tolerance
-                    )
+                    f'slave {conn.name!r} at {conn.host}:{conn.port} sent no heartbeat for {age:.1f}s (tolerance {self._heartbeat_tolerance}s), connection dropped'
                 )
             for task in expired:
                 if task.connection._pop_task(task.id) is task:
                     task._finish(
-                        TaskStatus.TASK_FAILED, {
-                            'message': 'task {} timed out: no answer from slave {!r} within {}s'.format(
-                                task.id, task.connection.name, task.timeout
-                            )
-                        }
+                        TaskStatus.TASK_FAILED,
+                        {
+                            'message': f'task {task.id} timed out: no answer from slave {task.connection.name!r} within {task.timeout}s'
+                        },
                     )
 
     # --- endpoints --------------------------------------------------------------------------------------
@@ -218,7 +232,7 @@ class Master(HttpService):
                 # A slave may call (heartbeat) before we have read its /connect answer: wait for that.
                 self._pending_cond.wait_for(
                     lambda: self._find_by_token(token) is not None or not self._pending_connects,
-                    timeout=self._request_timeout
+                    timeout=self._request_timeout,
                 )
                 conn = self._find_by_token(token)
         if conn is None:
@@ -227,14 +241,14 @@ class Master(HttpService):
             )
         return conn
 
-    def _find_by_token(self, token: str) -> Optional[SlaveConnectionProxy]:
+    def _find_by_token(self, token: str) -> SlaveConnectionProxy | None:
         # Compare in constant time: the token authenticates the slave.
         for known, conn in self._by_slave_token.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return conn
         return None
 
-    def _api_heartbeat(self) -> Dict[str, Any]:
+    def _api_heartbeat(self) -> dict[str, Any]:
         conn = self._check_slave()
         with self._lock:
             conn._last_heartbeat = time.monotonic()
@@ -250,16 +264,16 @@ class Master(HttpService):
         if task is None:
             raise ResponsibleException(
                 MasterErrorCode.TASK_NOT_EXIST,
-                'No task {!r} in flight on connection {!r} (unknown, finished or timed out).'.format(task_id, conn.name)
+                f'No task {task_id!r} in flight on connection {conn.name!r} (unknown, finished or timed out).',
             )
         return task, result
 
-    def _api_task_complete(self) -> Dict[str, Any]:
+    def _api_task_complete(self) -> dict[str, Any]:
         task, result = self._read_task_report()
         task._finish(TaskStatus.TASK_COMPLETED, result)
         return success_response(message='Task completion received.')
 
-    def _api_task_fail(self) -> Dict[str, Any]:
+    def _api_task_fail(self) -> dict[str, Any]:
         task, result = self._read_task_report()
         result.setdefault('message', 'task failed on the slave')
         task._finish(TaskStatus.TASK_FAILED, result)

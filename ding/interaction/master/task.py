@@ -1,10 +1,12 @@
 """A task sent by a master to a slave: start it, wait for it, react to its completion or failure."""
+
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -15,11 +17,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TaskCallback = Callable[[Dict[str, Any], Dict[str, Any]], Any]
+TaskCallback = Callable[[dict[str, Any], dict[str, Any]], Any]
 
 
 class TaskStatus(IntEnum):
     """Life cycle of a Task: IDLE -> STARTING -> STARTED -> TASK_COMPLETED | TASK_FAILED."""
+
     IDLE = 0x00  # created, not sent
     STARTING = 0x11  # being sent to the slave
     STARTED = 0x12  # accepted by the slave, running there
@@ -46,9 +49,9 @@ class Task:
     def __init__(
         self,
         connection: 'SlaveConnectionProxy',
-        data: Dict[str, Any],
-        timeout: Optional[float] = None,
-        task_id: Optional[str] = None
+        data: dict[str, Any],
+        timeout: float | None = None,
+        task_id: str | None = None,
     ):
         self._connection = connection
         self._data = data
@@ -57,11 +60,11 @@ class Task:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._status = TaskStatus.IDLE
-        self._result: Optional[Dict[str, Any]] = None
-        self._error: Optional[BaseException] = None
-        self._on_complete: List[TaskCallback] = []
-        self._on_fail: List[TaskCallback] = []
-        self._deadline: Optional[float] = None  # time.monotonic() deadline, read by the master's checker
+        self._result: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._on_complete: list[TaskCallback] = []
+        self._on_fail: list[TaskCallback] = []
+        self._deadline: float | None = None  # time.monotonic() deadline, read by the master's checker
 
     # --- properties -------------------------------------------------------------------------------------
     @property
@@ -69,7 +72,7 @@ class Task:
         return self._id
 
     @property
-    def data(self) -> Dict[str, Any]:
+    def data(self) -> dict[str, Any]:
         """The task data sent to the slave."""
         return self._data
 
@@ -80,17 +83,17 @@ class Task:
         return self._status
 
     @property
-    def result(self) -> Optional[Dict[str, Any]]:
+    def result(self) -> dict[str, Any] | None:
         """The slave's result (completed), the failure dict (failed), None before the end."""
         return self._result
 
     @property
-    def error(self) -> Optional[BaseException]:
+    def error(self) -> BaseException | None:
         """The exception that stopped ``start()`` from handing the task over (e.g. ``SlaveTaskRefused``)."""
         return self._error
 
     @property
-    def timeout(self) -> Optional[float]:
+    def timeout(self) -> float | None:
         return self._timeout
 
     @property
@@ -110,7 +113,7 @@ class Task:
         """
         with self._lock:
             if self._status != TaskStatus.IDLE:
-                raise ValueError('task {} can only be started once (status {})'.format(self._id, self._status.name))
+                raise ValueError(f'task {self._id} can only be started once (status {self._status.name})')
             self._status = TaskStatus.STARTING
             if self._timeout is not None:
                 self._deadline = time.monotonic() + self._timeout
@@ -122,7 +125,7 @@ class Task:
             raise
         except (requests.RequestException, RuntimeError) as err:
             message = err.message if isinstance(err, ResponseException) else str(err)
-            result = {'message': 'task could not be started on {!r}: {}'.format(self._connection.name, message)}
+            result = {'message': f'task could not be started on {self._connection.name!r}: {message}'}
             if isinstance(err, ResponseException) and err.code is not None:
                 result['code'] = err.code
             self._finish(TaskStatus.TASK_FAILED, result, error=err, threaded=False)
@@ -132,10 +135,10 @@ class Task:
                 self._status = TaskStatus.STARTED
         return self
 
-    def join(self, timeout: Optional[float] = None) -> 'Task':
+    def join(self, timeout: float | None = None) -> 'Task':
         """Wait until the task completed or failed (and its callbacks ran), at most ``timeout`` seconds."""
         if self._status == TaskStatus.IDLE:
-            raise ValueError('task {} was never started; call start() before join()'.format(self._id))
+            raise ValueError(f'task {self._id} was never started; call start() before join()')
         self._done.wait(timeout)
         return self
 
@@ -148,9 +151,9 @@ class Task:
         return self._add_callback(callback, self._on_fail, TaskStatus.TASK_FAILED)
 
     # --- internals --------------------------------------------------------------------------------------
-    def _add_callback(self, callback: TaskCallback, callbacks: List[TaskCallback], status: TaskStatus) -> 'Task':
+    def _add_callback(self, callback: TaskCallback, callbacks: list[TaskCallback], status: TaskStatus) -> 'Task':
         if not callable(callback):
-            raise TypeError('task callback must be callable, got {!r}'.format(callback))
+            raise TypeError(f'task callback must be callable, got {callback!r}')
         with self._lock:
             if self._status not in _FINISHED:
                 callbacks.append(callback)
@@ -161,11 +164,7 @@ class Task:
         return self
 
     def _finish(
-            self,
-            status: TaskStatus,
-            result: Dict[str, Any],
-            error: Optional[BaseException] = None,
-            threaded: bool = True
+        self, status: TaskStatus, result: dict[str, Any], error: BaseException | None = None, threaded: bool = True
     ) -> bool:
         """End the task once; returns False when it had already ended. Callbacks run on their own thread."""
         with self._lock:
@@ -178,13 +177,13 @@ class Task:
         if threaded:
             # Never run user callbacks on a request thread or the heartbeat checker: they may be slow.
             threading.Thread(
-                target=self._run_callbacks, args=(callbacks, ), name='ding-master-task-callback', daemon=True
+                target=self._run_callbacks, args=(callbacks,), name='ding-master-task-callback', daemon=True
             ).start()
         else:
             self._run_callbacks(callbacks)
         return True
 
-    def _run_callbacks(self, callbacks: List[TaskCallback], set_done: bool = True) -> None:
+    def _run_callbacks(self, callbacks: list[TaskCallback], set_done: bool = True) -> None:
         try:
             for callback in callbacks:
                 try:
@@ -196,4 +195,4 @@ class Task:
                 self._done.set()
 
     def __repr__(self) -> str:
-        return 'Task(id={}, connection={!r}, status={})'.format(self._id, self._connection.name, self._status.name)
+        return f'Task(id={self._id}, connection={self._connection.name!r}, status={self._status.name})'

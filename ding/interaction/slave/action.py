@@ -1,5 +1,7 @@
 """Exceptions a Slave subclass raises from its hooks to refuse a request or fail a task."""
-from typing import Any, Mapping, Optional
+
+from collections.abc import Mapping
+from typing import Any
 
 from ..base.envelope import ResponsibleException
 from ..exception import SlaveErrorCode
@@ -11,14 +13,14 @@ class ConnectionRefuse(ResponsibleException):
     SLAVE_CONNECTION_REFUSED (``SlaveSlaveConnectionRefused`` client-side) carrying ``data`` and ``message``.
     """
 
-    def __init__(self, data: Optional[Mapping[str, Any]] = None, message: str = 'Connection refused.'):
+    def __init__(self, data: Mapping[str, Any] | None = None, message: str = 'Connection refused.'):
         super().__init__(SlaveErrorCode.SLAVE_CONNECTION_REFUSED, message, data)
 
 
 class DisconnectionRefuse(ResponsibleException):
     """Raised in ``Slave._before_disconnection`` to stay connected (code SLAVE_DISCONNECTION_REFUSED)."""
 
-    def __init__(self, data: Optional[Mapping[str, Any]] = None, message: str = 'Disconnection refused.'):
+    def __init__(self, data: Mapping[str, Any] | None = None, message: str = 'Disconnection refused.'):
         super().__init__(SlaveErrorCode.SLAVE_DISCONNECTION_REFUSED, message, data)
 
 
@@ -29,7 +31,7 @@ class TaskRefuse(ResponsibleException):
     as a task failure whose result carries ``refused: True``.
     """
 
-    def __init__(self, data: Optional[Mapping[str, Any]] = None, message: str = 'Task refused.'):
+    def __init__(self, data: Mapping[str, Any] | None = None, message: str = 'Task refused.'):
         super().__init__(SlaveErrorCode.TASK_REFUSED, message, data)
 
 
@@ -39,7 +41,7 @@ class TaskFail(Exception):
     ``result`` (a JSON-object dict) as its result; ``message`` fills ``result['message']`` when absent.
     """
 
-    def __init__(self, result: Optional[Mapping[str, Any]] = None, message: Optional[str] = None):
+    def __init__(self, result: Mapping[str, Any] | None = None, message: str | None = None):
         super().__init__(message or 'Task failed.')
         self.result = dict(result or {})
         self.message = message or 'Task failed.'

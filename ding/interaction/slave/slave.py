@@ -2,23 +2,44 @@
 Slave: an HTTP server that accepts one master at a time, runs its tasks asynchronously and reports
 results back, sending heartbeats to the master while connected. Subclass it and implement ``_process_task``.
 """
+
 import hmac
 import json
 import logging
 import threading
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from flask import request
 
 from ..base.client import HttpClient
-from ..base.common import check_channel, check_positive, check_retries, format_http_address, random_token, \
-    split_http_address
-from ..base.envelope import ResponsibleException, check_json_serializable, get_object_field, get_string_field, \
-    parse_json_object, success_response
+from ..base.common import (
+    check_channel,
+    check_positive,
+    check_retries,
+    format_http_address,
+    random_token,
+    split_http_address,
+)
+from ..base.envelope import (
+    ResponsibleException,
+    check_json_serializable,
+    get_object_field,
+    get_string_field,
+    parse_json_object,
+    success_response,
+)
 from ..base.server import HttpService, Route
-from ..config import DEFAULT_CHANNEL, DEFAULT_HEARTBEAT_SPAN, DEFAULT_REQUEST_RETRIES, \
-    DEFAULT_REQUEST_RETRY_WAITING, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SLAVE_PORT, LOCAL_HOST
+from ..config import (
+    DEFAULT_CHANNEL,
+    DEFAULT_HEARTBEAT_SPAN,
+    DEFAULT_REQUEST_RETRIES,
+    DEFAULT_REQUEST_RETRY_WAITING,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SLAVE_PORT,
+    LOCAL_HOST,
+)
 from ..exception import SlaveErrorCode, get_master_exception_by_error
 from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
 
@@ -47,18 +68,19 @@ class Slave(HttpService):
     Hooks for subclasses: ``_before_connection``, ``_after_connection``, ``_before_disconnection``,
     ``_after_disconnection``, ``_before_task``, ``_process_task`` (required), ``_lost_connection``.
     """
+
     _role = 'slave'
     _codes = SlaveErrorCode
 
     def __init__(
         self,
-        host: Optional[str] = None,
-        port: Optional[int] = None,
-        heartbeat_span: Optional[float] = DEFAULT_HEARTBEAT_SPAN,
-        request_retries: Optional[int] = DEFAULT_REQUEST_RETRIES,
-        request_retry_waiting: Optional[float] = DEFAULT_REQUEST_RETRY_WAITING,
-        channel: Optional[int] = DEFAULT_CHANNEL,
-        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+        host: str | None = None,
+        port: int | None = None,
+        heartbeat_span: float | None = DEFAULT_HEARTBEAT_SPAN,
+        request_retries: int | None = DEFAULT_REQUEST_RETRIES,
+        request_retry_waiting: float | None = DEFAULT_REQUEST_RETRY_WAITING,
+        channel: int | None = DEFAULT_CHANNEL,
+        request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
     ):
         """
@@ -75,20 +97,21 @@ class Slave(HttpService):
             'heartbeat_span', DEFAULT_HEARTBEAT_SPAN if heartbeat_span is None else heartbeat_span
         )
         self._request_retries = DEFAULT_REQUEST_RETRIES if request_retries is None else request_retries
-        self._request_retry_waiting = DEFAULT_REQUEST_RETRY_WAITING \
-            if request_retry_waiting is None else request_retry_waiting
+        self._request_retry_waiting = (
+            DEFAULT_REQUEST_RETRY_WAITING if request_retry_waiting is None else request_retry_waiting
+        )
         check_retries(self._request_retries, self._request_retry_waiting)
         self._request_timeout = check_positive(
             'request_timeout', DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
         )
         self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
 
-        self._link: Optional[_MasterLink] = None
+        self._link: _MasterLink | None = None
         self._link_lock = threading.Lock()
         self._task_lock = threading.Lock()
-        self._task_id: Optional[str] = None
-        self._task_thread: Optional[threading.Thread] = None
-        self._heartbeat_thread: Optional[threading.Thread] = None
+        self._task_id: str | None = None
+        self._task_thread: threading.Thread | None = None
+        self._heartbeat_thread: threading.Thread | None = None
 
     # --- properties -------------------------------------------------------------------------------------
     @property
@@ -100,18 +123,18 @@ class Slave(HttpService):
         return self._link is not None
 
     @property
-    def master_address(self) -> Optional[str]:
+    def master_address(self) -> str | None:
         """``http://host:port`` of the connected master, None when not connected."""
         link = self._link
         return link.address if link is not None else None
 
     @property
-    def current_task_id(self) -> Optional[str]:
+    def current_task_id(self) -> str | None:
         """Id of the task being processed, None when idle."""
         return self._task_id
 
     # --- service plumbing -------------------------------------------------------------------------------
-    def _routes(self) -> List[Route]:
+    def _routes(self) -> list[Route]:
         return [
             ('/connect', ['POST'], self._api_connect),
             ('/disconnect', ['DELETE'], self._api_disconnect),
@@ -126,7 +149,7 @@ class Slave(HttpService):
         )
         self._heartbeat_thread.start()
 
-    def _worker_threads(self) -> List[threading.Thread]:
+    def _worker_threads(self) -> list[threading.Thread]:
         return [t for t in (self._heartbeat_thread, self._task_thread) if t is not None]
 
     # --- request checks ---------------------------------------------------------------------------------
@@ -158,7 +181,7 @@ class Slave(HttpService):
             logger.exception('%s.%s raised', type(self).__name__, getattr(hook, '__name__', hook))
 
     # --- endpoints --------------------------------------------------------------------------------------
-    def _api_connect(self) -> Dict[str, Any]:
+    def _api_connect(self) -> dict[str, Any]:
         self._check_not_shutting_down()
         self._check_channel_header(self._channel)
         master_token = self._master_token_header()
@@ -175,7 +198,7 @@ class Slave(HttpService):
             if self._link is not None:
                 raise ResponsibleException(
                     SlaveErrorCode.SLAVE_ALREADY_CONNECTED,
-                    'This slave is already connected to master {}.'.format(self._link.address)
+                    f'This slave is already connected to master {self._link.address}.',
                 )
             try:
                 reply = self._before_connection(data)
@@ -186,23 +209,22 @@ class Slave(HttpService):
             slave_token = random_token()
             client = HttpClient(
                 master_host,
-                master_port, {
-                    'Channel': str(self._channel),
-                    'Token': slave_token
-                },
+                master_port,
+                {'Channel': str(self._channel), 'Token': slave_token},
                 get_master_exception_by_error,
                 retries=self._request_retries,
                 retry_waiting=self._request_retry_waiting,
                 timeout=self._request_timeout,
-                https=https
+                https=https,
             )
-            self._link = _MasterLink(format_http_address(master_host, master_port, https), master_token,
-                                     slave_token, client)
+            self._link = _MasterLink(
+                format_http_address(master_host, master_port, https), master_token, slave_token, client
+            )
         logger.info('slave %s connected to master %s', self, address)
         self._call_hook(self._after_connection, 200, True, int(SlaveErrorCode.SUCCESS), 'Connected.', reply)
         return success_response({'token': slave_token, 'data': reply}, 'Connected.')
 
-    def _api_disconnect(self) -> Dict[str, Any]:
+    def _api_disconnect(self) -> dict[str, Any]:
         link = self._check_master()
         body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID, allow_empty=True)
         data = get_object_field(body, 'data', SlaveErrorCode.REQUEST_INVALID, required=False)
@@ -214,9 +236,7 @@ class Slave(HttpService):
             try:
                 reply = self._before_disconnection(data)
             except DisconnectionRefuse as err:
-                self._call_hook(
-                    self._after_disconnection, err.status_code, False, int(err.code), err.message, err.data
-                )
+                self._call_hook(self._after_disconnection, err.status_code, False, int(err.code), err.message, err.data)
                 raise
             reply = self._check_hook_reply(reply, '_before_disconnection')
             self._link = None
@@ -224,7 +244,7 @@ class Slave(HttpService):
         self._call_hook(self._after_disconnection, 200, True, int(SlaveErrorCode.SUCCESS), 'Disconnected.', reply)
         return success_response({'data': reply}, 'Disconnected.')
 
-    def _api_new_task(self) -> Dict[str, Any]:
+    def _api_new_task(self) -> dict[str, Any]:
         link = self._check_master()
         body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID)
         task_info = get_object_field(body, 'task', SlaveErrorCode.TASK_DATA_INVALID)
@@ -234,7 +254,7 @@ class Slave(HttpService):
             if self._task_id is not None:
                 raise ResponsibleException(
                     SlaveErrorCode.TASK_ALREADY_EXIST,
-                    'This slave is busy with task {} (one task at a time).'.format(self._task_id)
+                    f'This slave is busy with task {self._task_id} (one task at a time).',
                 )
             self._before_task(data)  # TaskRefuse propagates as the answer
             thread = threading.Thread(
@@ -245,14 +265,14 @@ class Slave(HttpService):
         return success_response({'task': {'id': task_id}}, 'Task accepted.')
 
     # --- task execution ---------------------------------------------------------------------------------
-    def _run_task(self, task_id: str, data: Dict[str, Any], link: _MasterLink) -> None:
+    def _run_task(self, task_id: str, data: dict[str, Any], link: _MasterLink) -> None:
         kind, result = 'complete', {}
         try:
             result = self._process_task(data)
             if result is None:
                 result = {}
             if not isinstance(result, Mapping):
-                raise TypeError('_process_task must return a dict, got {}'.format(type(result).__name__))
+                raise TypeError(f'_process_task must return a dict, got {type(result).__name__}')
             result = dict(result)
         except TaskFail as fail:
             kind, result = 'fail', fail.result
@@ -263,11 +283,11 @@ class Slave(HttpService):
             result['refused'] = True
         except Exception as err:
             logger.exception('task %s raised in %s._process_task', task_id, type(self).__name__)
-            kind, result = 'fail', {'message': '{}: {}'.format(type(err).__name__, err)}
+            kind, result = 'fail', {'message': f'{type(err).__name__}: {err}'}
         try:
             json.dumps(result)
         except (TypeError, ValueError) as err:
-            kind, result = 'fail', {'message': 'task result is not JSON-serializable: {}'.format(err)}
+            kind, result = 'fail', {'message': f'task result is not JSON-serializable: {err}'}
 
         # Free the slot before reporting: the master may send the next task from its completion callback.
         with self._task_lock:
@@ -277,12 +297,7 @@ class Slave(HttpService):
             return
         try:
             link.client.request(
-                'PUT', '/slave/task/' + kind, {
-                    'task': {
-                        'id': task_id
-                    },
-                    'result': result
-                }, abort=self._stopping
+                'PUT', '/slave/task/' + kind, {'task': {'id': task_id}, 'result': result}, abort=self._stopping
             )
         except requests.RequestException as err:
             logger.warning('could not report task %s to master %s: %s', task_id, link.address, err)
@@ -306,52 +321,49 @@ class Slave(HttpService):
                 logger.warning('slave %s lost master %s: %s', self, link.address, err)
                 self._call_hook(self._lost_connection, link.address, err)
 
-    def _check_hook_reply(self, reply: Any, hook: str) -> Dict[str, Any]:
+    def _check_hook_reply(self, reply: Any, hook: str) -> dict[str, Any]:
         if reply is None:
             return {}
         if not isinstance(reply, Mapping):
             raise ResponsibleException(
-                SlaveErrorCode.UNKNOWN_ERROR, '{}.{} must return a dict or None, got {}.'.format(
-                    type(self).__name__, hook, type(reply).__name__
-                )
+                SlaveErrorCode.UNKNOWN_ERROR,
+                f'{type(self).__name__}.{hook} must return a dict or None, got {type(reply).__name__}.',
             )
         reply = dict(reply)
-        check_json_serializable(reply, '{}.{} result'.format(type(self).__name__, hook), SlaveErrorCode.UNKNOWN_ERROR)
+        check_json_serializable(reply, f'{type(self).__name__}.{hook} result', SlaveErrorCode.UNKNOWN_ERROR)
         return reply
 
     # --- hooks ------------------------------------------------------------------------------------------
-    def _before_connection(self, data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _before_connection(self, data: dict[str, Any]) -> dict[str, Any] | None:
         """
         Called with the master's connection data before accepting it; the returned dict (JSON-serializable)
         is what ``conn.connect()`` returns on the master. Raise ``ConnectionRefuse`` to refuse.
         """
         return None
 
-    def _after_connection(
-            self, status_code: int, success: bool, code: int, message: str, data: Dict[str, Any]
-    ) -> None:
+    def _after_connection(self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]) -> None:
         """Called after a connection request was accepted (``success``) or refused."""
 
-    def _before_disconnection(self, data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _before_disconnection(self, data: dict[str, Any]) -> dict[str, Any] | None:
         """Called before the master disconnects; raise ``DisconnectionRefuse`` to stay connected."""
         return None
 
     def _after_disconnection(
-            self, status_code: int, success: bool, code: int, message: str, data: Dict[str, Any]
+        self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]
     ) -> None:
         """Called after a disconnection request was accepted (``success``) or refused."""
 
-    def _before_task(self, data: Dict[str, Any]) -> None:
+    def _before_task(self, data: dict[str, Any]) -> None:
         """Called synchronously when a task arrives; raise ``TaskRefuse`` to refuse it (the answer is 403)."""
 
-    def _process_task(self, task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _process_task(self, task: dict[str, Any]) -> dict[str, Any] | None:
         """
         Run one task (in a worker thread) and return its result: a JSON-serializable dict. Raise ``TaskFail``
         to report failure; any other exception is reported as failure too, with its message.
         A task that blocks (waiting for data) should give up once ``self.is_running`` turns False:
         ``join()``/``close()`` wait for the running task.
         """
-        raise NotImplementedError('{} must implement _process_task'.format(type(self).__name__))
+        raise NotImplementedError(f'{type(self).__name__} must implement _process_task')
 
     def _lost_connection(self, master_address: str, err: Exception) -> None:
         """Called when heartbeats to the master fail (it dropped this slave or cannot be reached)."""

@@ -1,5 +1,5 @@
-from .layers import MLP, fc_block, build_activation, build_normalization
-from .module_call import fast_call
-from .encoder import FCEncoder, ConvEncoder, build_encoder
+from .encoder import ConvEncoder, FCEncoder, build_encoder
 from .head import DiscreteHead, DuelingHead, RegressionHead, ReparameterizationHead
+from .layers import MLP, build_activation, build_normalization, fc_block
+from .module_call import fast_call
 from .utils import create_model

@@ -1,13 +1,14 @@
 """Observation encoders: ``FCEncoder`` for vector observations, ``ConvEncoder`` for images (C, H, W)."""
+
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
 
-from .module_call import fast_call
 from .layers import build_activation, fc_block
+from .module_call import fast_call
 
 
 class FCEncoder(nn.Module):
@@ -16,23 +17,31 @@ class FCEncoder(nn.Module):
     ``res_block=True`` turns each hidden -> hidden layer into a residual block (same width needed).
     """
 
-    def __init__(self, obs_shape: int, hidden_size_list: Sequence[int], res_block: bool = False,
-                 activation: Optional[nn.Module] = nn.ReLU(), norm_type: Optional[str] = None,
-                 dropout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        obs_shape: int,
+        hidden_size_list: Sequence[int],
+        res_block: bool = False,
+        activation: nn.Module | None = nn.ReLU(),
+        norm_type: str | None = None,
+        dropout: float | None = None,
+    ) -> None:
         super().__init__()
         if not hidden_size_list:
-            raise ValueError("FCEncoder: encoder_hidden_size_list must name at least one layer size")
+            raise ValueError('FCEncoder: encoder_hidden_size_list must name at least one layer size')
         self.obs_shape = obs_shape
         self.output_size = int(hidden_size_list[-1])
         act = build_activation(activation)
         # A single flat Sequential keeps the per-forward Python overhead low (this runs on every env step).
-        layers: List[nn.Module] = list(fc_block(obs_shape, hidden_size_list[0], act, norm_type, dropout))
+        layers: list[nn.Module] = list(fc_block(obs_shape, hidden_size_list[0], act, norm_type, dropout))
         for i in range(len(hidden_size_list) - 1):
             block = fc_block(hidden_size_list[i], hidden_size_list[i + 1], act, norm_type, dropout)
             if res_block:
                 if hidden_size_list[i] != hidden_size_list[i + 1]:
-                    raise ValueError("FCEncoder: res_block needs equal sizes in encoder_hidden_size_list, "
-                                     f"got {list(hidden_size_list)}")
+                    raise ValueError(
+                        'FCEncoder: res_block needs equal sizes in encoder_hidden_size_list, '
+                        f'got {list(hidden_size_list)}'
+                    )
                 layers.append(_Residual(block))
             else:
                 layers.extend(block)
@@ -43,7 +52,6 @@ class FCEncoder(nn.Module):
 
 
 class _Residual(nn.Module):
-
     def __init__(self, body: nn.Module) -> None:
         super().__init__()
         self.body = body
@@ -55,22 +63,30 @@ class _Residual(nn.Module):
 class ConvEncoder(nn.Module):
     """Conv stack over ``hidden_size_list[:-1]`` channels, then a linear layer to ``hidden_size_list[-1]``."""
 
-    def __init__(self, obs_shape: Sequence[int], hidden_size_list: Sequence[int] = (32, 64, 64, 128),
-                 activation: Optional[nn.Module] = nn.ReLU(), kernel_size: Sequence[int] = (8, 4, 3),
-                 stride: Sequence[int] = (4, 2, 1), padding: Optional[Sequence[int]] = None,
-                 norm_type: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        hidden_size_list: Sequence[int] = (32, 64, 64, 128),
+        activation: nn.Module | None = nn.ReLU(),
+        kernel_size: Sequence[int] = (8, 4, 3),
+        stride: Sequence[int] = (4, 2, 1),
+        padding: Sequence[int] | None = None,
+        norm_type: str | None = None,
+    ) -> None:
         super().__init__()
         obs_shape = tuple(obs_shape)
         if len(obs_shape) != 3:
-            raise ValueError(f"ConvEncoder: obs_shape must be (C, H, W), got {obs_shape}")
+            raise ValueError(f'ConvEncoder: obs_shape must be (C, H, W), got {obs_shape}')
         n_conv = len(hidden_size_list) - 1
         if n_conv < 1 or len(kernel_size) < n_conv or len(stride) < n_conv:
-            raise ValueError(f"ConvEncoder: hidden_size_list {list(hidden_size_list)} needs {n_conv} kernel sizes "
-                             f"and strides, got kernel_size={list(kernel_size)}, stride={list(stride)}")
+            raise ValueError(
+                f'ConvEncoder: hidden_size_list {list(hidden_size_list)} needs {n_conv} kernel sizes '
+                f'and strides, got kernel_size={list(kernel_size)}, stride={list(stride)}'
+            )
         padding = list(padding) if padding is not None else [0] * n_conv
         self.obs_shape = obs_shape
         self.output_size = int(hidden_size_list[-1])
-        layers: List[nn.Module] = []
+        layers: list[nn.Module] = []
         in_ch = obs_shape[0]
         for i in range(n_conv):
             layers.append(nn.Conv2d(in_ch, hidden_size_list[i], kernel_size[i], stride[i], padding[i]))
@@ -90,11 +106,12 @@ class ConvEncoder(nn.Module):
         return fast_call(self.mid, fast_call(self.main, x))
 
 
-def build_encoder(obs_shape, hidden_size_list: Sequence[int], activation: Optional[nn.Module] = nn.ReLU(),
-                  norm_type: Optional[str] = None) -> nn.Module:
+def build_encoder(
+    obs_shape, hidden_size_list: Sequence[int], activation: nn.Module | None = nn.ReLU(), norm_type: str | None = None
+) -> nn.Module:
     """FCEncoder for an int / 1-D obs_shape, ConvEncoder for a 3-D one."""
     if isinstance(obs_shape, int):
         return FCEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)
     if len(obs_shape) == 3:
         return ConvEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)
-    raise ValueError(f"model obs_shape: expected an int or (C, H, W), got {obs_shape!r}")
+    raise ValueError(f'model obs_shape: expected an int or (C, H, W), got {obs_shape!r}')

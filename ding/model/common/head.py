@@ -3,48 +3,66 @@
 Every head is ``layer_num`` activated hidden layers of width ``hidden_size`` followed by one linear output layer.
 ``input_size`` (default ``hidden_size``) lets the feature width differ from the head width.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
 
-from .module_call import fast_call
 from .layers import MLP
+from .module_call import fast_call
 
 
-def _body(input_size: Optional[int], hidden_size: int, layer_num: int, activation, norm_type,
-          dropout: Optional[float] = None) -> Tuple[List[nn.Module], int]:
+def _body(
+    input_size: int | None, hidden_size: int, layer_num: int, activation, norm_type, dropout: float | None = None
+) -> tuple[list[nn.Module], int]:
     """Hidden layers of a head (a flat list, so the head is one Sequential) and the width they output."""
     input_size = hidden_size if input_size is None else input_size
     if layer_num == 0:
         return [], input_size
-    return list(MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)), hidden_size
+    return list(
+        MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)
+    ), hidden_size
 
 
 class DiscreteHead(nn.Module):
     """Features -> one logit (or Q value) per action: ``{'logit': (B, output_size)}``."""
 
-    def __init__(self, hidden_size: int, output_size: int, layer_num: int = 1, activation: nn.Module = nn.ReLU(),
-                 norm_type: Optional[str] = None, dropout: Optional[float] = None,
-                 input_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        output_size: int,
+        layer_num: int = 1,
+        activation: nn.Module = nn.ReLU(),
+        norm_type: str | None = None,
+        dropout: float | None = None,
+        input_size: int | None = None,
+    ) -> None:
         super().__init__()
         body, width = _body(input_size, hidden_size, layer_num, activation, norm_type, dropout)
         self.main = nn.Sequential(*body, nn.Linear(width, output_size))
 
-    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         return {'logit': fast_call(self.main, x)}
 
 
 class DuelingHead(nn.Module):
     """Dueling Q head: ``Q = V + A - mean(A)``, returned as ``{'logit': Q}``."""
 
-    def __init__(self, hidden_size: int, output_size: int, layer_num: int = 1, a_layer_num: Optional[int] = None,
-                 v_layer_num: Optional[int] = None, activation: nn.Module = nn.ReLU(),
-                 norm_type: Optional[str] = None, dropout: Optional[float] = None,
-                 input_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        output_size: int,
+        layer_num: int = 1,
+        a_layer_num: int | None = None,
+        v_layer_num: int | None = None,
+        activation: nn.Module = nn.ReLU(),
+        norm_type: str | None = None,
+        dropout: float | None = None,
+        input_size: int | None = None,
+    ) -> None:
         super().__init__()
         a_layer_num = layer_num if a_layer_num is None else a_layer_num
         v_layer_num = layer_num if v_layer_num is None else v_layer_num
@@ -53,7 +71,7 @@ class DuelingHead(nn.Module):
         self.A = nn.Sequential(*a_body, nn.Linear(a_width, output_size))
         self.V = nn.Sequential(*v_body, nn.Linear(v_width, 1))
 
-    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         a = fast_call(self.A, x)
         v = fast_call(self.V, x)
         return {'logit': a - a.mean(dim=-1, keepdim=True) + v}
@@ -62,16 +80,23 @@ class DuelingHead(nn.Module):
 class RegressionHead(nn.Module):
     """Features -> real values ``{'pred'}``; shape (B,) when ``output_size == 1``, else (B, output_size)."""
 
-    def __init__(self, hidden_size: int, output_size: int = 1, layer_num: int = 2, final_tanh: bool = False,
-                 activation: nn.Module = nn.ReLU(), norm_type: Optional[str] = None,
-                 input_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        output_size: int = 1,
+        layer_num: int = 2,
+        final_tanh: bool = False,
+        activation: nn.Module = nn.ReLU(),
+        norm_type: str | None = None,
+        input_size: int | None = None,
+    ) -> None:
         super().__init__()
         body, width = _body(input_size, hidden_size, layer_num, activation, norm_type)
         self.main = nn.Sequential(*body, nn.Linear(width, output_size))
         self.final_tanh = final_tanh
         self.output_size = output_size
 
-    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         x = fast_call(self.main, x)
         if self.final_tanh:
             x = torch.tanh(x)
@@ -87,18 +112,31 @@ class ReparameterizationHead(nn.Module):
     dimension, state independent) or ``'conditioned'`` (a linear layer on the features, log-sigma clamped to
     [-20, 2]). ``bound_type='tanh'`` squashes ``mu`` into (-1, 1).
     """
+
     sigma_types = ('fixed', 'independent', 'conditioned')
     bound_types = (None, 'tanh')
 
-    def __init__(self, hidden_size: int, output_size: int, layer_num: int = 2, sigma_type: Optional[str] = None,
-                 fixed_sigma_value: Optional[float] = 1.0, activation: nn.Module = nn.ReLU(),
-                 norm_type: Optional[str] = None, bound_type: Optional[str] = None,
-                 input_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        output_size: int,
+        layer_num: int = 2,
+        sigma_type: str | None = None,
+        fixed_sigma_value: float | None = 1.0,
+        activation: nn.Module = nn.ReLU(),
+        norm_type: str | None = None,
+        bound_type: str | None = None,
+        input_size: int | None = None,
+    ) -> None:
         super().__init__()
         if sigma_type not in self.sigma_types:
-            raise ValueError(f"ReparameterizationHead: sigma_type must be one of {self.sigma_types}, got {sigma_type!r}")
+            raise ValueError(
+                f'ReparameterizationHead: sigma_type must be one of {self.sigma_types}, got {sigma_type!r}'
+            )
         if bound_type not in self.bound_types:
-            raise ValueError(f"ReparameterizationHead: bound_type must be one of {self.bound_types}, got {bound_type!r}")
+            raise ValueError(
+                f'ReparameterizationHead: bound_type must be one of {self.bound_types}, got {bound_type!r}'
+            )
         self.sigma_type = sigma_type
         self.bound_type = bound_type
         body, width = _body(input_size, hidden_size, layer_num, activation, norm_type)
@@ -111,7 +149,7 @@ class ReparameterizationHead(nn.Module):
         else:
             self.log_sigma_layer = nn.Linear(width, output_size)
 
-    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         x = fast_call(self.main, x)
         mu = fast_call(self.mu, x)
         if self.bound_type == 'tanh':

@@ -1,8 +1,8 @@
 """Small building blocks shared by encoders and heads: activation/normalisation lookup and MLPs."""
+
 from __future__ import annotations
 
 import copy
-from typing import List, Optional, Union
 
 import torch
 import torch.nn as nn
@@ -24,7 +24,7 @@ _ACTIVATIONS = {
 }
 
 
-def build_activation(activation: Union[None, str, nn.Module]) -> nn.Module:
+def build_activation(activation: None | str | nn.Module) -> nn.Module:
     """Return a fresh activation module from a module instance, a name like ``'relu'`` or ``None`` (ReLU)."""
     if activation is None:
         return nn.ReLU()
@@ -36,10 +36,10 @@ def build_activation(activation: Union[None, str, nn.Module]) -> nn.Module:
     if isinstance(activation, nn.Module):
         # A copy so that modules never share one activation instance (harmless today, matters for stateful ones).
         return copy.deepcopy(activation)
-    raise TypeError(f"model activation: expected None, a name or an nn.Module, got {type(activation).__name__}")
+    raise TypeError(f'model activation: expected None, a name or an nn.Module, got {type(activation).__name__}')
 
 
-def build_normalization(norm_type: Optional[str], dim: int) -> Optional[nn.Module]:
+def build_normalization(norm_type: str | None, dim: int) -> nn.Module | None:
     """``'BN'`` -> BatchNorm1d, ``'LN'`` -> LayerNorm, ``None`` -> no normalisation."""
     if norm_type is None:
         return None
@@ -48,10 +48,15 @@ def build_normalization(norm_type: Optional[str], dim: int) -> Optional[nn.Modul
     return _NORMS[norm_type](dim)
 
 
-def fc_block(in_channels: int, out_channels: int, activation: Optional[nn.Module] = None,
-             norm_type: Optional[str] = None, dropout: Optional[float] = None) -> nn.Sequential:
+def fc_block(
+    in_channels: int,
+    out_channels: int,
+    activation: nn.Module | None = None,
+    norm_type: str | None = None,
+    dropout: float | None = None,
+) -> nn.Sequential:
     """Linear -> (norm) -> (activation) -> (dropout)."""
-    layers: List[nn.Module] = [nn.Linear(in_channels, out_channels)]
+    layers: list[nn.Module] = [nn.Linear(in_channels, out_channels)]
     norm = build_normalization(norm_type, out_channels)
     if norm is not None:
         layers.append(norm)
@@ -62,23 +67,32 @@ def fc_block(in_channels: int, out_channels: int, activation: Optional[nn.Module
     return nn.Sequential(*layers)
 
 
-def MLP(in_channels: int, hidden_channels: int, out_channels: int, layer_num: int,
-        activation: Optional[nn.Module] = None, norm_type: Optional[str] = None,
-        last_linear_layer_init_zero: bool = False, dropout: Optional[float] = None) -> nn.Module:
+def MLP(
+    in_channels: int,
+    hidden_channels: int,
+    out_channels: int,
+    layer_num: int,
+    activation: nn.Module | None = None,
+    norm_type: str | None = None,
+    last_linear_layer_init_zero: bool = False,
+    dropout: float | None = None,
+) -> nn.Module:
     """``layer_num`` activated fc blocks: in -> hidden -> ... -> out. ``layer_num=0`` is the identity.
 
     Every block (the last one too) carries the activation, as DI-engine's ``MLP`` does when used inside heads.
     """
     if layer_num < 0:
-        raise ValueError(f"MLP layer_num must be >= 0, got {layer_num}")
+        raise ValueError(f'MLP layer_num must be >= 0, got {layer_num}')
     if layer_num == 0:
         if in_channels != out_channels:
-            raise ValueError(f"MLP with layer_num=0 needs in_channels == out_channels, got {in_channels} != {out_channels}")
+            raise ValueError(
+                f'MLP with layer_num=0 needs in_channels == out_channels, got {in_channels} != {out_channels}'
+            )
         return nn.Identity()
     act = build_activation(activation)
     sizes = [in_channels] + [hidden_channels] * (layer_num - 1) + [out_channels]
     # One flat Sequential: nested containers cost a Python call each on every forward.
-    layers: List[nn.Module] = []
+    layers: list[nn.Module] = []
     for i in range(layer_num):
         layers.extend(fc_block(sizes[i], sizes[i + 1], act, norm_type, dropout))
     if last_linear_layer_init_zero:
@@ -88,14 +102,14 @@ def MLP(in_channels: int, hidden_channels: int, out_channels: int, layer_num: in
     return nn.Sequential(*layers)
 
 
-def squeeze_shape(shape: Union[int, List[int], tuple, torch.Size], name: str) -> Union[int, tuple]:
+def squeeze_shape(shape: int | list[int] | tuple | torch.Size, name: str) -> int | tuple:
     """An int for 1-D shapes (``4``, ``[4]``, ``(4,)``), a tuple otherwise."""
     if isinstance(shape, int):
         return shape
     try:
         shape = tuple(int(s) for s in shape)
     except TypeError as e:
-        raise TypeError(f"model {name}: expected an int or a sequence of ints, got {shape!r}") from e
+        raise TypeError(f'model {name}: expected an int or a sequence of ints, got {shape!r}') from e
     if len(shape) == 0:
-        raise ValueError(f"model {name}: empty shape")
+        raise ValueError(f'model {name}: empty shape')
     return shape[0] if len(shape) == 1 else shape

@@ -9,9 +9,11 @@ are all seen), hence bit-identical outputs and gradients. It falls back to the o
 call could be observed: hooks on the module (checked per module) or global module hooks, a ``module.compile()``d
 module, and torch.jit / torch.fx / torch.compile tracing.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx._symbolic_trace as _fx_trace  # already imported by torch
@@ -30,7 +32,7 @@ def _relu(m: nn.ReLU, x: torch.Tensor) -> torch.Tensor:
 
 
 # Exact types only (a subclass may override ``forward``); each entry mirrors that layer's ``forward``.
-_INLINE: Dict[type, Callable[[Any, torch.Tensor], torch.Tensor]] = {
+_INLINE: dict[type, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     nn.Linear: _linear,
     nn.ReLU: _relu,
     nn.Tanh: lambda m, x: torch.tanh(x),
@@ -42,14 +44,25 @@ _INLINE: Dict[type, Callable[[Any, torch.Tensor], torch.Tensor]] = {
 def _globally_observed() -> bool:
     """Global module hooks would see each sub-module call, and tracers record them (jit scopes, fx leaf modules,
     dynamo's module handling): keep real module calls then."""
-    return bool(_module_impl._global_forward_hooks or _module_impl._global_forward_pre_hooks
-                or _module_impl._global_backward_hooks or _module_impl._global_backward_pre_hooks
-                or torch._C._get_tracing_state() or _fx_trace._is_fx_tracing_flag or torch.compiler.is_compiling())
+    return bool(
+        _module_impl._global_forward_hooks
+        or _module_impl._global_forward_pre_hooks
+        or _module_impl._global_backward_hooks
+        or _module_impl._global_backward_pre_hooks
+        or torch._C._get_tracing_state()
+        or _fx_trace._is_fx_tracing_flag
+        or torch.compiler.is_compiling()
+    )
 
 
 def _call(module: nn.Module, x: Any) -> Any:
-    if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks
-            or module._compiled_call_impl is not None):
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+        or module._compiled_call_impl is not None
+    ):
         return module(x)
     kind = type(module)
     if 'forward' not in module.__dict__:  # no per-instance ``forward`` patch: the class's forward is what runs

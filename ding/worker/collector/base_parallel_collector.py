@@ -14,6 +14,7 @@ The env manager is wrapped in an :class:`EnvStepObserver`, which counts env step
 they happen and raises :class:`CollectorStopped` on the next step once the task is closed, so a close
 does not wait for a collect call or an evaluation to complete.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,12 +23,13 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
 
 from ding.utils.checkpoint import CheckpointError
+
 from .base_serial_collector import episode_return_of
 
 
@@ -48,7 +50,7 @@ class EnvStepObserver:
         self._stop_event = stop_event
         self.step_count = 0
         self.episode_count = 0
-        self.episode_returns: List[float] = []
+        self.episode_returns: list[float] = []
 
     def rebind(self, stop_event: threading.Event) -> None:
         """Serve a new task: its stop event, counters from zero (the envs go on where they were)."""
@@ -57,7 +59,7 @@ class EnvStepObserver:
         self.episode_count = 0
         self.episode_returns = []
 
-    def step(self, actions: Dict[int, Any]) -> Dict[int, Any]:
+    def step(self, actions: dict[int, Any]) -> dict[int, Any]:
         if self._stop_event.is_set():
             raise CollectorStopped()
         timesteps = self._env.step(actions)
@@ -101,22 +103,22 @@ class ChunkWriter:
     def __init__(self, write: Any, stop_event: threading.Event, name: str, max_pending: int = 1) -> None:
         self._write = write
         self._stop_event = stop_event
-        self._queue: 'queue.Queue[Any]' = queue.Queue(maxsize=max_pending)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._abort = threading.Event()
-        self._error: Optional[BaseException] = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def put(self, chunk: Any) -> None:
         self._offer(chunk)
 
-    def finish(self, timeout: Optional[float] = None) -> None:
+    def finish(self, timeout: float | None = None) -> None:
         """Write what is pending, then end the thread; raises the error of a failed write."""
         self._offer(self._END)
         self._thread.join(timeout)
         self._raise_error()
 
-    def close(self, timeout: Optional[float] = None) -> bool:
+    def close(self, timeout: float | None = None) -> bool:
         """End the thread without writing what is pending (the chunk being written completes); True once ended."""
         self._abort.set()
         self._thread.join(timeout)
@@ -124,8 +126,7 @@ class ChunkWriter:
 
     def _raise_error(self) -> None:
         if self._error is not None:
-            raise RuntimeError(f'writing samples failed: {type(self._error).__name__}: {self._error}') \
-                from self._error
+            raise RuntimeError(f'writing samples failed: {type(self._error).__name__}: {self._error}') from self._error
 
     def _offer(self, item: Any) -> None:
         while True:
@@ -155,7 +156,7 @@ class ChunkWriter:
                 return
 
 
-def state_dict_mismatch(reference: Dict[str, Any], state: Any) -> Optional[str]:
+def state_dict_mismatch(reference: dict[str, Any], state: Any) -> str | None:
     """Why ``state`` cannot replace ``reference`` (a model state dict) in place; None when it can.
 
     ``load_state_dict`` copies tensor by tensor and raises only at the end, so a file with the right keys but
@@ -180,8 +181,9 @@ def state_dict_mismatch(reference: Dict[str, Any], state: Any) -> Optional[str]:
 def _not_attached(name: str) -> Any:
 
     def fn(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f'parallel collector: {name} is not bound; a comm collector binds it '
-                           f'(BaseCommCollector._create_collector)')
+        raise RuntimeError(
+            f'parallel collector: {name} is not bound; a comm collector binds it (BaseCommCollector._create_collector)'
+        )
 
     return fn
 
@@ -200,7 +202,7 @@ class BaseParallelCollector(ABC):
     and ``_close_resources``.
     """
 
-    config: Dict[str, Any] = dict(
+    config: dict[str, Any] = dict(
         # seconds between two looks at the policy file for newer weights
         update_policy_second=3.0,
         # 'fs': weights from the policy file in path_policy; 'http': from the learner's GET /weights/current
@@ -215,7 +217,7 @@ class BaseParallelCollector(ABC):
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Dict[str, Any], logger: Optional[Any] = None) -> None:
+    def __init__(self, cfg: dict[str, Any], logger: Any | None = None) -> None:
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         self._cfg = merged
@@ -226,19 +228,26 @@ class BaseParallelCollector(ABC):
         self._path_policy = merged.get('path_policy') or None
         self._update_policy_second = float(merged.update_policy_second)
         if not self._update_policy_second >= 0:
-            raise ValueError(f"parallel collector {self._instance_name}: update_policy_second must be >= 0, "
-                             f"got {merged.update_policy_second!r}")
+            raise ValueError(
+                f'parallel collector {self._instance_name}: update_policy_second must be >= 0, '
+                f'got {merged.update_policy_second!r}'
+            )
         from ding.service.weights import check_policy_transport
+
         self._policy_transport = check_policy_transport(
-            merged.get('policy_transport') or 'fs', f'parallel collector {self._instance_name}: policy_transport')
+            merged.get('policy_transport') or 'fs', f'parallel collector {self._instance_name}: policy_transport'
+        )
         self._weights_address = merged.get('weights_address') or None
         self._weights_follower: Any = None
-        self._prefix = f"[{'EVALUATOR' if self._eval_flag else 'COLLECTOR'} {self._instance_name}] " \
-                       f"task {self._task_id}:"
+        self._prefix = (
+            f'[{"EVALUATOR" if self._eval_flag else "COLLECTOR"} {self._instance_name}] task {self._task_id}:'
+        )
         if logger is None:
             from ding.utils.log_helper import build_logger
-            logger, _ = build_logger(f'./{self._exp_name}/log/{self._instance_name}',
-                                     f'{self._instance_name}_parallel', need_tb=False)
+
+            logger, _ = build_logger(
+                f'./{self._exp_name}/log/{self._instance_name}', f'{self._instance_name}_parallel', need_tb=False
+            )
             self._own_logger = True
         else:
             self._own_logger = False
@@ -250,21 +259,21 @@ class BaseParallelCollector(ABC):
         self.get_policy_update_info = _not_attached('get_policy_update_info')
 
         self._policy: Any = None
-        self._env: Optional[EnvStepObserver] = None
+        self._env: EnvStepObserver | None = None
         self._stop_event = threading.Event()
         self._finished = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._resources_closed = False
-        self._error: Optional[str] = None
+        self._error: str | None = None
         self._policy_iter = 0
         self._policy_loads = 0
         self._last_policy_check = -math.inf
-        self._writer: Optional[ChunkWriter] = None
+        self._writer: ChunkWriter | None = None
         self._produced_count = 0  # samples handed to the writer
         self._sample_count = 0  # samples whose metadata reached the comm collector
         self._chunk_count = 0
-        self._start_time: Optional[float] = None
-        self._end_time: Optional[float] = None
+        self._start_time: float | None = None
+        self._end_time: float | None = None
 
     # ---- properties --------------------------------------------------------------------------------------
     @property
@@ -301,7 +310,7 @@ class BaseParallelCollector(ABC):
         return self._stop_event.is_set()
 
     @property
-    def error(self) -> Optional[str]:
+    def error(self) -> str | None:
         """Why the task failed (``'<ExceptionType>: message'``), None if it did not."""
         return self._error
 
@@ -315,17 +324,20 @@ class BaseParallelCollector(ABC):
         """Run the task on a new thread (returns at once)."""
         if self._thread is not None:
             raise RuntimeError(f'{self._prefix} start() was already called')
-        self._thread = threading.Thread(target=self._thread_main, daemon=True,
-                                        name=f'ding-{self._instance_name}-{"eval" if self._eval_flag else "collect"}')
+        self._thread = threading.Thread(
+            target=self._thread_main,
+            daemon=True,
+            name=f'ding-{self._instance_name}-{"eval" if self._eval_flag else "collect"}',
+        )
         self._thread.start()
 
-    def join(self, timeout: Optional[float] = None) -> bool:
+    def join(self, timeout: float | None = None) -> bool:
         """Wait for the task's thread; True once it has ended."""
         if self._thread is None:
             return self._finished.is_set()
         return self._finished.wait(timeout)
 
-    def close(self, timeout: Optional[float] = 30.0) -> bool:
+    def close(self, timeout: float | None = 30.0) -> bool:
         """Stop the task (the running env step finishes first) and release its envs; True once it has ended.
 
         Safe to call more than once and from any thread but the task's own.
@@ -368,6 +380,7 @@ class BaseParallelCollector(ABC):
             self._logger.error(f'{self._prefix} error while closing its envs: {exc!r}')
         if self._own_logger:
             from ding.utils.log_helper import close_logger
+
             close_logger(self._logger)
 
     @abstractmethod
@@ -397,12 +410,16 @@ class BaseParallelCollector(ABC):
         try:
             info = self.get_policy_update_info(path)
         except FileNotFoundError as exc:  # normal until the learner publishes its first weights
-            self._logger.info(f'{self._prefix} policy file {path} skipped ({exc}); acting with the weights of '
-                              f'policy_iter {self._policy_iter}')
+            self._logger.info(
+                f'{self._prefix} policy file {path} skipped ({exc}); acting with the weights of '
+                f'policy_iter {self._policy_iter}'
+            )
             return False
         except (CheckpointError, OSError, ValueError, KeyError) as exc:
-            self._logger.warning(f'{self._prefix} policy file {path} skipped ({exc}); keeping the weights of '
-                                 f'policy_iter {self._policy_iter}')
+            self._logger.warning(
+                f'{self._prefix} policy file {path} skipped ({exc}); keeping the weights of '
+                f'policy_iter {self._policy_iter}'
+            )
             return False
         if info is None:
             return False
@@ -415,8 +432,10 @@ class BaseParallelCollector(ABC):
             except (RuntimeError, KeyError, TypeError, ValueError) as exc:
                 problem = f'{type(exc).__name__}: {exc}'
         if problem is not None:
-            self._logger.warning(f'{self._prefix} policy file {path} skipped: {problem}; keeping the weights of '
-                                 f'policy_iter {self._policy_iter}')
+            self._logger.warning(
+                f'{self._prefix} policy file {path} skipped: {problem}; keeping the weights of '
+                f'policy_iter {self._policy_iter}'
+            )
             return False
         self._policy_iter = policy_iter
         self._policy_loads += 1
@@ -428,19 +447,24 @@ class BaseParallelCollector(ABC):
         client checks the sha256, the follower keys / shapes / dtypes; on any failure the policy keeps
         its last good weights."""
         if not self._weights_address:
-            self._logger.warning(f'{self._prefix} policy_transport is http but no weights_address is known '
-                                 f'(is the service enabled?); acting with the weights of policy_iter '
-                                 f'{self._policy_iter}')
+            self._logger.warning(
+                f'{self._prefix} policy_transport is http but no weights_address is known '
+                f'(is the service enabled?); acting with the weights of policy_iter '
+                f'{self._policy_iter}'
+            )
             return False
         if self._weights_follower is None:
             from ding.service.weights import WeightsClient, WeightsFollower
+
             client = WeightsClient(self._weights_address, timeout=max(1.0, min(10.0, self._update_policy_second * 2)))
             self._weights_follower = WeightsFollower(client, self._policy)
         follower = self._weights_follower
         if not follower.sync():
             if follower.client.last_status != 'not_modified':
-                self._logger.warning(f'{self._prefix} weights from {self._weights_address} skipped '
-                                     f'({follower.last_error}); keeping the weights of policy_iter {self._policy_iter}')
+                self._logger.warning(
+                    f'{self._prefix} weights from {self._weights_address} skipped '
+                    f'({follower.last_error}); keeping the weights of policy_iter {self._policy_iter}'
+                )
             return False
         self._policy_iter = int(follower.version)
         self._policy_loads += 1
@@ -448,7 +472,7 @@ class BaseParallelCollector(ABC):
         return True
 
     # ---- samples out ---------------------------------------------------------------------------------------
-    def _send_samples(self, samples: List[Dict[str, Any]], unroll_len: int) -> None:
+    def _send_samples(self, samples: list[dict[str, Any]], unroll_len: int) -> None:
         """Hand one chunk of training samples to the writer thread (see :meth:`_write_chunk`).
 
         ``policy_iter`` of a sample is the version that chose its action: the ``collect_iter`` the serial
@@ -471,21 +495,24 @@ class BaseParallelCollector(ABC):
         samples, versions, env_ids, unroll_len = chunk
         data_ids = self.send_stepdata(samples)
         task_id = self._task_id
-        metadata = [{
-            'data_id': data_id,
-            'policy_iter': version,
-            'env_id': env_id,
-            'unroll_len': unroll_len,
-            'collect_iter': version,
-            'task_id': task_id,
-            'priority': 1.0,
-        } for data_id, version, env_id in zip(data_ids, versions, env_ids)]
+        metadata = [
+            {
+                'data_id': data_id,
+                'policy_iter': version,
+                'env_id': env_id,
+                'unroll_len': unroll_len,
+                'collect_iter': version,
+                'task_id': task_id,
+                'priority': 1.0,
+            }
+            for data_id, version, env_id in zip(data_ids, versions, env_ids)
+        ]
         self.send_metadata(metadata)
         self._sample_count += len(metadata)
         self._chunk_count += 1
 
     # ---- finish info ---------------------------------------------------------------------------------------
-    def get_finish_info(self) -> Dict[str, Any]:
+    def get_finish_info(self) -> dict[str, Any]:
         """What the task did (JSON-ready): the protocol's finish info plus throughput figures.
 
         ``step_count`` is env steps (abnormal ones excluded); ``reward_*`` summarise the episodes that ended
@@ -500,8 +527,12 @@ class BaseParallelCollector(ABC):
         duration = max(end - start, 1e-9)
         if returns:
             arr = np.asarray(returns, dtype=np.float64)
-            rewards = {'reward_mean': float(arr.mean()), 'reward_std': float(arr.std()),
-                       'reward_max': float(arr.max()), 'reward_min': float(arr.min())}
+            rewards = {
+                'reward_mean': float(arr.mean()),
+                'reward_std': float(arr.std()),
+                'reward_max': float(arr.max()),
+                'reward_min': float(arr.min()),
+            }
         else:
             rewards = {'reward_mean': None, 'reward_std': None, 'reward_max': None, 'reward_min': None}
         info = {

@@ -1,10 +1,11 @@
 """The serial collector interface, the bookkeeping shared by serial collectors/evaluators, and the factory."""
+
 from __future__ import annotations
 
 import copy
 import os
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
@@ -12,7 +13,7 @@ from easydict import EasyDict
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY, import_module
 
 
-def _merge(base: Dict, update: Optional[Dict]) -> EasyDict:
+def _merge(base: dict, update: dict | None) -> EasyDict:
     merged = copy.deepcopy(dict(base))
     for k, v in (update or {}).items():
         if isinstance(v, dict) and isinstance(merged.get(k), dict):
@@ -25,7 +26,7 @@ def _merge(base: Dict, update: Optional[Dict]) -> EasyDict:
 class ISerialCollector(ABC):
     """What the serial pipelines need from a collector."""
 
-    config: Dict[str, Any] = {}
+    config: dict[str, Any] = {}
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -34,29 +35,23 @@ class ISerialCollector(ABC):
         return cfg
 
     @abstractmethod
-    def reset_env(self, _env: Optional[Any] = None) -> None:
-        ...
+    def reset_env(self, _env: Any | None = None) -> None: ...
 
     @abstractmethod
-    def reset_policy(self, _policy: Optional[Any] = None) -> None:
-        ...
+    def reset_policy(self, _policy: Any | None = None) -> None: ...
 
     @abstractmethod
-    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
-        ...
+    def reset(self, _policy: Any | None = None, _env: Any | None = None) -> None: ...
 
     @abstractmethod
-    def collect(self, *args: Any, **kwargs: Any) -> List[Any]:
-        ...
+    def collect(self, *args: Any, **kwargs: Any) -> list[Any]: ...
 
     @property
     @abstractmethod
-    def envstep(self) -> int:
-        ...
+    def envstep(self) -> int: ...
 
     @abstractmethod
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 class SerialWorkerMixin:
@@ -67,7 +62,7 @@ class SerialWorkerMixin:
     """
 
     _policy_mode = 'collect'
-    config: Dict[str, Any] = {}
+    config: dict[str, Any] = {}
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -75,8 +70,9 @@ class SerialWorkerMixin:
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def _init_worker(self, cfg: Optional[Dict], tb_logger: Optional[Any], exp_name: str, instance_name: str) -> None:
+    def _init_worker(self, cfg: dict | None, tb_logger: Any | None, exp_name: str, instance_name: str) -> None:
         from ding.utils.log_helper import build_logger
+
         self._cfg = _merge(self.default_config(), cfg)
         self._exp_name = exp_name
         self._instance_name = instance_name
@@ -93,8 +89,9 @@ class SerialWorkerMixin:
     def _attach_env(self, env: Any) -> None:
         for name in ('launch', 'ready_obs', 'step', 'reset', 'env_num'):
             if not hasattr(type(env), name) and not hasattr(env, name):
-                raise TypeError(f"{type(self).__name__}: env must be an env manager with '{name}', "
-                                f"got {type(env).__name__}")
+                raise TypeError(
+                    f"{type(self).__name__}: env must be an env manager with '{name}', got {type(env).__name__}"
+                )
         self._env = env
         self._env.launch()
         self._env_num = self._env.env_num
@@ -102,8 +99,10 @@ class SerialWorkerMixin:
     def _attach_policy(self, policy: Any) -> None:
         if not hasattr(policy, 'forward'):
             if not hasattr(policy, f'{self._policy_mode}_mode'):
-                raise TypeError(f"{type(self).__name__}: policy must be a Policy or its {self._policy_mode}_mode, "
-                                f"got {type(policy).__name__}")
+                raise TypeError(
+                    f'{type(self).__name__}: policy must be a Policy or its {self._policy_mode}_mode, '
+                    f'got {type(policy).__name__}'
+                )
             policy = getattr(policy, f'{self._policy_mode}_mode')
         self._policy = policy
         self._policy.reset()
@@ -114,12 +113,13 @@ class SerialWorkerMixin:
         except (AttributeError, KeyError):
             return default
 
-    def _log_scalars(self, info: Dict[str, Any], train_iter: int, envstep: int, skip_step: tuple = ()) -> None:
+    def _log_scalars(self, info: dict[str, Any], train_iter: int, envstep: int, skip_step: tuple = ()) -> None:
         """``{instance}_iter/k`` against ``train_iter`` and ``{instance}_step/k`` against ``envstep``."""
         if self._tb_logger is None:
             if not self._own_tb or self._end_flag:
                 return
             from ding.utils.log_helper import summary_writer_cls
+
             self._tb_logger = summary_writer_cls()(os.path.join(self._log_path, self._instance_name))
         for k, v in info.items():
             if not np.isscalar(v) or isinstance(v, str):
@@ -129,7 +129,7 @@ class SerialWorkerMixin:
                 self._tb_logger.add_scalar(f'{self._instance_name}_step/{k}', v, envstep)
 
     def _reset_collect_stats(self) -> None:
-        self._episode_info: List[Dict[str, float]] = []
+        self._episode_info: list[dict[str, float]] = []
         self._log_steps = 0
         self._log_samples = 0
         self._log_time = 0.0
@@ -145,21 +145,26 @@ class SerialWorkerMixin:
             return
         self._last_train_iter = train_iter
         info = collect_stats(self._episode_info, self._log_time, self._log_steps, self._log_samples)
-        info.update(total_envstep_count=self._total_envstep_count,
-                    total_train_sample_count=self._total_train_sample_count,
-                    total_episode_count=self._total_episode_count)
+        info.update(
+            total_envstep_count=self._total_envstep_count,
+            total_train_sample_count=self._total_train_sample_count,
+            total_episode_count=self._total_episode_count,
+        )
         self._episode_info.clear()
         self._log_steps = self._log_samples = 0
         self._log_time = 0.0
-        self._logger.info(f"[{self._instance_name}] train_iter {train_iter}, collect summary:\n" +
-                          '\n'.join(f'{k}: {v:.4g}' if isinstance(v, float) else f'{k}: {v}' for k, v in info.items()))
-        self._log_scalars(info, train_iter, self._total_envstep_count, skip_step=('total_envstep_count', ))
+        self._logger.info(
+            f'[{self._instance_name}] train_iter {train_iter}, collect summary:\n'
+            + '\n'.join(f'{k}: {v:.4g}' if isinstance(v, float) else f'{k}: {v}' for k, v in info.items())
+        )
+        self._log_scalars(info, train_iter, self._total_envstep_count, skip_step=('total_envstep_count',))
 
     def _close_worker(self) -> None:
         if self._end_flag:
             return
         self._end_flag = True
         from ding.utils.log_helper import close_logger
+
         if self._env is not None:
             self._env.close()
         if self._tb_logger is not None:
@@ -169,11 +174,10 @@ class SerialWorkerMixin:
         close_logger(self._logger)
 
 
-
 class BaseSerialCollector(SerialWorkerMixin, ISerialCollector):
     """What the sample and episode collectors share: ``reset`` and the ``envstep`` counter."""
 
-    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
+    def reset(self, _policy: Any | None = None, _env: Any | None = None) -> None:
         """Attach what is given, reset both sides and zero every counter."""
         if _env is not None:
             self.reset_env(_env)
@@ -195,7 +199,7 @@ class BaseSerialCollector(SerialWorkerMixin, ISerialCollector):
         self._total_envstep_count = value
 
 
-def episode_return_of(info: Dict[str, Any]) -> Optional[float]:
+def episode_return_of(info: dict[str, Any]) -> float | None:
     """``info['eval_episode_return']`` as a float (it may be a float, a 1-element array or tensor)."""
     value = info.get('eval_episode_return')
     if value is None:
@@ -205,7 +209,7 @@ def episode_return_of(info: Dict[str, Any]) -> Optional[float]:
     return float(value)
 
 
-def collect_stats(episodes: List[Dict[str, float]], duration: float, envstep: int, train_sample: int) -> Dict[str, Any]:
+def collect_stats(episodes: list[dict[str, float]], duration: float, envstep: int, train_sample: int) -> dict[str, Any]:
     """Summary of the episodes finished since the last report (each ``{'return', 'step', 'train_sample'}``)."""
     n = len(episodes)
     returns = [e['return'] for e in episodes]
@@ -230,7 +234,7 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def get_serial_collector_cls(cfg: Dict) -> type:
+def get_serial_collector_cls(cfg: dict) -> type:
     """The collector class named by ``cfg.type`` (after importing ``cfg.import_names``)."""
     import_module(cfg.get('import_names', []))
     if 'type' not in cfg:
@@ -238,11 +242,18 @@ def get_serial_collector_cls(cfg: Dict) -> type:
     return SERIAL_COLLECTOR_REGISTRY.get_cls(cfg['type'])
 
 
-def create_serial_collector(cfg: Dict, **kwargs: Any) -> ISerialCollector:
+def create_serial_collector(cfg: dict, **kwargs: Any) -> ISerialCollector:
     """``create_serial_collector(cfg.policy.collect.collector, env=.., policy=.., tb_logger=.., exp_name=..)``."""
     cfg = EasyDict(cfg)
     return get_serial_collector_cls(cfg)(cfg=cfg, **kwargs)
 
 
-__all__ = ['ISerialCollector', 'SerialWorkerMixin', 'create_serial_collector', 'get_serial_collector_cls',
-           'episode_return_of', 'collect_stats', 'ceil_div']
+__all__ = [
+    'ISerialCollector',
+    'SerialWorkerMixin',
+    'create_serial_collector',
+    'get_serial_collector_cls',
+    'episode_return_of',
+    'collect_stats',
+    'ceil_div',
+]

@@ -1,13 +1,15 @@
 """Collect whole episodes from a vectorised env."""
+
 from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY
+
 from .base_serial_collector import BaseSerialCollector, episode_return_of
 
 
@@ -31,23 +33,29 @@ class EpisodeSerialCollector(BaseSerialCollector):
         reward_shaping=False,
     )
 
-    def __init__(self, cfg: Optional[Dict] = None, env: Optional[Any] = None, policy: Optional[Any] = None,
-                 tb_logger: Optional[Any] = None, exp_name: str = 'default_experiment',
-                 instance_name: str = 'collector') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        env: Any | None = None,
+        policy: Any | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'collector',
+    ) -> None:
         self._init_worker(cfg, tb_logger, exp_name, instance_name)
         self._deepcopy_obs = self._cfg.deepcopy_obs
         self._transform_obs = self._cfg.transform_obs
         self._default_n_episode = None
         self.reset(policy, env)
 
-    def reset_env(self, _env: Optional[Any] = None) -> None:
+    def reset_env(self, _env: Any | None = None) -> None:
         if _env is not None:
             self._attach_env(_env)
         elif self._env is not None:
             self._env.reset()
         self._clear_trajectories()
 
-    def reset_policy(self, _policy: Optional[Any] = None) -> None:
+    def reset_policy(self, _policy: Any | None = None) -> None:
         if _policy is not None:
             self._attach_policy(_policy)
             n_episode = self._cfg.get('n_episode')
@@ -61,33 +69,38 @@ class EpisodeSerialCollector(BaseSerialCollector):
         self._clear_trajectories()
 
     def _clear_trajectories(self) -> None:
-        self._traj_buffer: Dict[int, List[Dict[str, Any]]] = {i: [] for i in range(self._env_num)}
+        self._traj_buffer: dict[int, list[dict[str, Any]]] = {i: [] for i in range(self._env_num)}
 
-    def collect(self, n_episode: Optional[int] = None, train_iter: int = 0,
-                policy_kwargs: Optional[Dict] = None) -> List[Any]:
+    def collect(
+        self, n_episode: int | None = None, train_iter: int = 0, policy_kwargs: dict | None = None
+    ) -> list[Any]:
         """Run until ``n_episode`` episodes finished; return them (or their training samples)."""
         if self._env is None or self._policy is None:
-            raise RuntimeError("EpisodeSerialCollector.collect: attach an env and a policy first (reset(policy, env))")
+            raise RuntimeError('EpisodeSerialCollector.collect: attach an env and a policy first (reset(policy, env))')
         if n_episode is None:
             n_episode = self._default_n_episode
             if n_episode is None:
-                raise RuntimeError("EpisodeSerialCollector.collect: no n_episode given and none in the config "
-                                   "(policy.collect.n_episode)")
+                raise RuntimeError(
+                    'EpisodeSerialCollector.collect: no n_episode given and none in the config '
+                    '(policy.collect.n_episode)'
+                )
         if n_episode <= 0:
-            raise ValueError(f"EpisodeSerialCollector.collect: n_episode must be positive, got {n_episode}")
+            raise ValueError(f'EpisodeSerialCollector.collect: n_episode must be positive, got {n_episode}')
         policy_kwargs = policy_kwargs or {}
         env, policy = self._env, self._policy
         forward, process = policy.forward, policy.process_transition
         traj_buffer = self._traj_buffer
         to_sample, shaping = self._cfg.get_train_sample, self._cfg.reward_shaping
-        return_data: List[Any] = []
+        return_data: list[Any] = []
         collected_episode = collected_step = collected_sample = 0
         start = time.perf_counter()
         while collected_episode < n_episode:
             obs = env.ready_obs
             if not obs:
-                raise RuntimeError("EpisodeSerialCollector: no env is ready (did every env finish its "
-                                   "'episode_num' episodes? collector envs need episode_num=inf)")
+                raise RuntimeError(
+                    'EpisodeSerialCollector: no env is ready (did every env finish its '
+                    "'episode_num' episodes? collector envs need episode_num=inf)"
+                )
             if self._transform_obs:
                 obs = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
             output = forward(obs, **policy_kwargs)

@@ -1,9 +1,11 @@
 """Evaluate the greedy (eval-mode) policy on a fixed set of episodes, keep the best checkpoint, decide when to stop."""
+
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,6 +13,7 @@ from easydict import EasyDict
 
 from ding.utils.log_helper import pretty_table
 from ding.utils.registry import SERIAL_EVALUATOR_REGISTRY, import_module
+
 from .base_serial_collector import SerialWorkerMixin, episode_return_of
 
 
@@ -38,9 +41,15 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
 
     _policy_mode = 'eval'
 
-    def __init__(self, cfg: Optional[Dict] = None, env: Optional[Any] = None, policy: Optional[Any] = None,
-                 tb_logger: Optional[Any] = None, exp_name: str = 'default_experiment',
-                 instance_name: str = 'evaluator') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        env: Any | None = None,
+        policy: Any | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'evaluator',
+    ) -> None:
         self._init_worker(cfg, tb_logger, exp_name, instance_name)
         self._default_n_episode = self._cfg.n_episode
         self._stop_value = self._cfg.stop_value
@@ -48,26 +57,27 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         self._render_freq = render.get('render_freq', -1)
         self._render_mode = render.get('mode', 'train_iter')
         if self._render_mode not in ('train_iter', 'envstep'):
-            raise ValueError(f"evaluator config render.mode must be 'train_iter' or 'envstep', "
-                             f"got {self._render_mode!r}")
+            raise ValueError(
+                f"evaluator config render.mode must be 'train_iter' or 'envstep', got {self._render_mode!r}"
+            )
         self._last_render_iter = -1
         self._last_render_step = -1
         self.reset(policy, env)
 
     # ---- set-up --------------------------------------------------------------------------------
-    def reset_env(self, _env: Optional[Any] = None) -> None:
+    def reset_env(self, _env: Any | None = None) -> None:
         if _env is not None:
             self._attach_env(_env)
         elif self._env is not None:
             self._env.reset()
 
-    def reset_policy(self, _policy: Optional[Any] = None) -> None:
+    def reset_policy(self, _policy: Any | None = None) -> None:
         if _policy is not None:
             self._attach_policy(_policy)
         elif self._policy is not None:
             self._policy.reset()
 
-    def reset(self, _policy: Optional[Any] = None, _env: Optional[Any] = None) -> None:
+    def reset(self, _policy: Any | None = None, _env: Any | None = None) -> None:
         """Attach what is given and forget the evaluation history (best return, last eval iteration)."""
         if _env is not None:
             self.reset_env(_env)
@@ -110,9 +120,15 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         return False
 
     # ---- evaluation ----------------------------------------------------------------------------
-    def eval(self, save_ckpt_fn: Optional[Callable[[str], Any]] = None, train_iter: int = -1, envstep: int = -1,
-             n_episode: Optional[int] = None, force_render: bool = False,
-             policy_kwargs: Optional[Dict] = None) -> Tuple[bool, Dict[str, Any]]:
+    def eval(
+        self,
+        save_ckpt_fn: Callable[[str], Any] | None = None,
+        train_iter: int = -1,
+        envstep: int = -1,
+        n_episode: int | None = None,
+        force_render: bool = False,
+        policy_kwargs: dict | None = None,
+    ) -> tuple[bool, dict[str, Any]]:
         """Play ``n_episode`` episodes; return ``(stop_flag, episode_info)``.
 
         ``episode_info`` holds ``eval_episode_return`` (one float per episode, grouped by env) and its
@@ -121,10 +137,10 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         ``mean return >= stop_value``.
         """
         if self._env is None or self._policy is None:
-            raise RuntimeError("InteractionSerialEvaluator.eval: attach an env and a policy first (reset(policy, env))")
+            raise RuntimeError('InteractionSerialEvaluator.eval: attach an env and a policy first (reset(policy, env))')
         n_episode = self._default_n_episode if n_episode is None else n_episode
         if not n_episode or n_episode <= 0:
-            raise ValueError(f"InteractionSerialEvaluator.eval: n_episode must be positive, got {n_episode}")
+            raise ValueError(f'InteractionSerialEvaluator.eval: n_episode must be positive, got {n_episode}')
         env, policy = self._env, self._policy
         env.reset()
         policy.reset()
@@ -132,8 +148,8 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
             self._enable_render(train_iter)
         env_num = env.env_num
         remaining = {i: n_episode // env_num + (1 if i < n_episode % env_num else 0) for i in range(env_num)}
-        returns: Dict[int, List[float]] = {i: [] for i in range(env_num)}
-        extra: Dict[str, List[float]] = {}
+        returns: dict[int, list[float]] = {i: [] for i in range(env_num)}
+        extra: dict[str, list[float]] = {}
         envstep_count = 0
         kwargs = policy_kwargs or {}
         start = time.perf_counter()
@@ -142,8 +158,9 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
                 obs = {i: o for i, o in env.ready_obs.items() if remaining.get(i, 0) > 0}
                 if not obs:
                     raise RuntimeError(
-                        f"InteractionSerialEvaluator: {sum(remaining.values())} episodes still to play but no env "
-                        f"that owes one is ready (is the env manager's episode_num smaller than n_episode/env_num?)")
+                        f'InteractionSerialEvaluator: {sum(remaining.values())} episodes still to play but no env '
+                        f"that owes one is ready (is the env manager's episode_num smaller than n_episode/env_num?)"
+                    )
                 output = policy.forward(obs, **kwargs) if kwargs else policy.forward(obs)
                 timesteps = env.step({i: out['action'] for i, out in output.items()})
                 for env_id, timestep in timesteps.items():
@@ -157,15 +174,19 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
                     policy.reset([env_id])
                     ret = episode_return_of(info)
                     if ret is None:
-                        raise KeyError(f"InteractionSerialEvaluator: env {env_id} ended an episode without "
-                                       f"info['eval_episode_return'] (got info keys {list(info)})")
+                        raise KeyError(
+                            f'InteractionSerialEvaluator: env {env_id} ended an episode without '
+                            f"info['eval_episode_return'] (got info keys {list(info)})"
+                        )
                     returns[env_id].append(ret)
                     remaining[env_id] -= 1
                     for k, v in (info.get('episode_info') or {}).items():
                         if np.isscalar(v) and not isinstance(v, str):
                             extra.setdefault(k, []).append(float(v))
-                    self._logger.info(f"[{self._instance_name}] env {env_id} finished an episode: return {ret:.4f}, "
-                                      f"{n_episode - sum(remaining.values())}/{n_episode} episodes done")
+                    self._logger.info(
+                        f'[{self._instance_name}] env {env_id} finished an episode: return {ret:.4f}, '
+                        f'{n_episode - sum(remaining.values())}/{n_episode} episodes done'
+                    )
         duration = time.perf_counter() - start
         episode_return = [r for i in range(env_num) for r in returns[i]]
         mean_return = float(np.mean(episode_return))
@@ -193,10 +214,12 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
             self._max_episode_return = mean_return
         stop_flag = bool(mean_return >= self._stop_value)
         if stop_flag:
-            self._logger.info(f"[{self._instance_name}] mean evaluation return {mean_return:.4f} >= stop_value "
-                              f"{self._stop_value}: the task is solved, training can stop "
-                              f"(details in {self._log_path})")
-        episode_info: Dict[str, Any] = {
+            self._logger.info(
+                f'[{self._instance_name}] mean evaluation return {mean_return:.4f} >= stop_value '
+                f'{self._stop_value}: the task is solved, training can stop '
+                f'(details in {self._log_path})'
+            )
+        episode_info: dict[str, Any] = {
             'eval_episode_return': episode_return,
             'eval_episode_return_mean': mean_return,
             'eval_episode_return_std': table['reward_std'],
@@ -211,23 +234,25 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         path = os.path.join('.', self._exp_name, 'videos', f'iteration_{train_iter}')
         if hasattr(self._env, 'enable_save_replay'):
             self._env.enable_save_replay(path)
-            self._logger.info(f"[{self._instance_name}] replays requested at {path} (envs the manager creates "
-                              f"from now on save them)")
+            self._logger.info(
+                f'[{self._instance_name}] replays requested at {path} (envs the manager creates from now on save them)'
+            )
         else:
-            self._logger.warning(f"[{self._instance_name}] rendering asked for, but {type(self._env).__name__} "
-                                 f"has no enable_save_replay")
+            self._logger.warning(
+                f'[{self._instance_name}] rendering asked for, but {type(self._env).__name__} has no enable_save_replay'
+            )
 
     def close(self) -> None:
         """Close the env manager and the loggers this evaluator opened; safe to call twice."""
         self._close_worker()
 
 
-def get_serial_evaluator_cls(cfg: Dict) -> type:
+def get_serial_evaluator_cls(cfg: dict) -> type:
     import_module(cfg.get('import_names', []))
     return SERIAL_EVALUATOR_REGISTRY.get_cls(cfg.get('type', 'interaction'))
 
 
-def create_serial_evaluator(cfg: Dict, **kwargs: Any) -> InteractionSerialEvaluator:
+def create_serial_evaluator(cfg: dict, **kwargs: Any) -> InteractionSerialEvaluator:
     """``create_serial_evaluator(cfg.policy.eval.evaluator, env=.., policy=.., tb_logger=.., exp_name=..)``;
     ``cfg.type`` defaults to 'interaction'."""
     cfg = EasyDict(cfg)

@@ -6,10 +6,11 @@ steps, and the replay buffer would hold only the first steps of episodes. So a c
 resources of its last collect task, and the next task with the same env and policy configuration goes on
 from where the envs stopped: episodes run across tasks, as in the serial pipeline.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any
 
 
 class KeptResources:
@@ -22,7 +23,7 @@ class KeptResources:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._key: Optional[str] = None
+        self._key: str | None = None
         self._resources: Any = None
         self._closed = False
 

@@ -1,13 +1,15 @@
 """Collect a given number of training samples from a vectorised env with one batched policy forward per step."""
+
 from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY
+
 from .base_serial_collector import BaseSerialCollector, ceil_div, episode_return_of
 
 
@@ -42,9 +44,15 @@ class SampleSerialCollector(BaseSerialCollector):
         collect_print_freq=100,
     )
 
-    def __init__(self, cfg: Optional[Dict] = None, env: Optional[Any] = None, policy: Optional[Any] = None,
-                 tb_logger: Optional[Any] = None, exp_name: str = 'default_experiment',
-                 instance_name: str = 'collector') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        env: Any | None = None,
+        policy: Any | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'collector',
+    ) -> None:
         self._init_worker(cfg, tb_logger, exp_name, instance_name)
         self._deepcopy_obs = self._cfg.deepcopy_obs
         self._transform_obs = self._cfg.transform_obs
@@ -55,7 +63,7 @@ class SampleSerialCollector(BaseSerialCollector):
         self.reset(policy, env)
 
     # ---- set-up --------------------------------------------------------------------------------
-    def reset_env(self, _env: Optional[Any] = None) -> None:
+    def reset_env(self, _env: Any | None = None) -> None:
         """Attach and launch a new env manager, or reset the current one; unfinished trajectories are dropped."""
         if _env is not None:
             self._attach_env(_env)
@@ -64,7 +72,7 @@ class SampleSerialCollector(BaseSerialCollector):
         self._clear_trajectories()
         self._update_traj_len()
 
-    def reset_policy(self, _policy: Optional[Any] = None) -> None:
+    def reset_policy(self, _policy: Any | None = None) -> None:
         """Attach a new policy (a ``Policy`` or its ``collect_mode``) or reset the current one."""
         if _policy is not None:
             self._attach_policy(_policy)
@@ -85,9 +93,9 @@ class SampleSerialCollector(BaseSerialCollector):
         self._update_traj_len()
 
     def _clear_trajectories(self) -> None:
-        self._traj_buffer: Dict[int, List[Dict[str, Any]]] = {i: [] for i in range(self._env_num)}
-        self._env_step: Dict[int, int] = {i: 0 for i in range(self._env_num)}
-        self._env_sample: Dict[int, int] = {i: 0 for i in range(self._env_num)}
+        self._traj_buffer: dict[int, list[dict[str, Any]]] = {i: [] for i in range(self._env_num)}
+        self._env_step: dict[int, int] = {i: 0 for i in range(self._env_num)}
+        self._env_sample: dict[int, int] = {i: 0 for i in range(self._env_num)}
 
     def _update_traj_len(self) -> None:
         if self._default_n_sample is None or self._traj_len_inf or not self._env_num:
@@ -101,8 +109,14 @@ class SampleSerialCollector(BaseSerialCollector):
         return self._traj_len
 
     # ---- collection ----------------------------------------------------------------------------
-    def collect(self, n_sample: Optional[int] = None, train_iter: int = 0, policy_kwargs: Optional[Dict] = None,
-                record_random_collect: bool = True, drop_extra: bool = True) -> List[Dict[str, Any]]:
+    def collect(
+        self,
+        n_sample: int | None = None,
+        train_iter: int = 0,
+        policy_kwargs: dict | None = None,
+        record_random_collect: bool = True,
+        drop_extra: bool = True,
+    ) -> list[dict[str, Any]]:
         """Run the envs until at least ``n_sample`` training samples exist and return them.
 
         ``train_iter`` is written into every transition as ``collect_iter``. ``policy_kwargs`` go to
@@ -112,14 +126,15 @@ class SampleSerialCollector(BaseSerialCollector):
         call are not reported.
         """
         if self._env is None or self._policy is None:
-            raise RuntimeError("SampleSerialCollector.collect: attach an env and a policy first (reset(policy, env))")
+            raise RuntimeError('SampleSerialCollector.collect: attach an env and a policy first (reset(policy, env))')
         if n_sample is None:
             n_sample = self._default_n_sample
             if n_sample is None:
-                raise RuntimeError("SampleSerialCollector.collect: no n_sample given and none in the config "
-                                   "(policy.collect.n_sample)")
+                raise RuntimeError(
+                    'SampleSerialCollector.collect: no n_sample given and none in the config (policy.collect.n_sample)'
+                )
         if n_sample <= 0:
-            raise ValueError(f"SampleSerialCollector.collect: n_sample must be positive, got {n_sample}")
+            raise ValueError(f'SampleSerialCollector.collect: n_sample must be positive, got {n_sample}')
         policy_kwargs = policy_kwargs or {}
         env, policy = self._env, self._policy
         forward, process, get_train_sample = policy.forward, policy.process_transition, policy.get_train_sample
@@ -127,14 +142,16 @@ class SampleSerialCollector(BaseSerialCollector):
         env_step, env_sample = self._env_step, self._env_sample
         deepcopy_obs, transform_obs = self._deepcopy_obs, self._transform_obs
         episode_info = self._episode_info
-        return_data: List[Dict[str, Any]] = []
+        return_data: list[dict[str, Any]] = []
         collected_sample = collected_step = collected_episode = 0
         start = time.perf_counter()
         while collected_sample < n_sample:
             obs = env.ready_obs
             if not obs:
-                raise RuntimeError("SampleSerialCollector: no env is ready (did every env finish its "
-                                   "'episode_num' episodes? collector envs need episode_num=inf)")
+                raise RuntimeError(
+                    'SampleSerialCollector: no env is ready (did every env finish its '
+                    "'episode_num' episodes? collector envs need episode_num=inf)"
+                )
             if transform_obs:
                 obs = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
             output = forward(obs, **policy_kwargs)
@@ -169,8 +186,9 @@ class SampleSerialCollector(BaseSerialCollector):
                     collected_episode += 1
                     ret = episode_return_of(info)
                     if ret is not None:
-                        episode_info.append({'return': ret, 'step': env_step[env_id],
-                                             'train_sample': env_sample[env_id]})
+                        episode_info.append(
+                            {'return': ret, 'step': env_step[env_id], 'train_sample': env_sample[env_id]}
+                        )
                     env_step[env_id] = env_sample[env_id] = 0
                     policy.reset([env_id])
         if self._on_policy:

@@ -14,17 +14,19 @@ used only when envs are built.
 An evaluation task (``eval_flag``) loads the newest weights once and plays ``n_episode`` greedy episodes
 on the evaluator envs with the serial ``InteractionSerialEvaluator``.
 """
+
 from __future__ import annotations
 
 import copy
 import json
 import time
 from functools import partial
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.registry import PARALLEL_COLLECTOR_REGISTRY
+
 from .base_parallel_collector import BaseParallelCollector, EnvStepObserver
 
 
@@ -52,7 +54,7 @@ class _NullWriter:
         pass
 
 
-def _positive_int_or_none(cfg: EasyDict, key: str, who: str) -> Optional[int]:
+def _positive_int_or_none(cfg: EasyDict, key: str, who: str) -> int | None:
     value = cfg.get(key)
     if value is None:
         return None
@@ -102,7 +104,7 @@ class ZerglingParallelCollector(BaseParallelCollector):
         keep_envs=True,
     )
 
-    def __init__(self, cfg: Dict[str, Any], logger: Optional[Any] = None, kept: Optional[Any] = None) -> None:
+    def __init__(self, cfg: dict[str, Any], logger: Any | None = None, kept: Any | None = None) -> None:
         super().__init__(cfg, logger)
         cfg = self._cfg
         who = f'parallel collector {self._instance_name}'
@@ -112,8 +114,9 @@ class ZerglingParallelCollector(BaseParallelCollector):
         self._n_sample = _positive_int_or_none(cfg, 'n_sample', who)
         self._episode_num = _positive_int_or_none(cfg, 'episode_num', who)
         if not self._eval_flag and self._n_sample is None and self._episode_num is None:
-            raise ValueError(f"{who}: a collect task needs a budget: set the collector config's 'n_sample' "
-                             f"or 'episode_num'")
+            raise ValueError(
+                f"{who}: a collect task needs a budget: set the collector config's 'n_sample' or 'episode_num'"
+            )
         self._chunk_size = _positive_int_or_none(cfg, 'chunk_size', who) or 1
         self._chunk_second = float(cfg.chunk_second) if cfg.get('chunk_second') is not None else float('inf')
         self._policy_kwargs = dict(cfg.get('policy_kwargs') or cfg.get('collect_setting') or {})
@@ -133,8 +136,18 @@ class ZerglingParallelCollector(BaseParallelCollector):
     def _resources_key(self) -> str:
         """What kept resources must have been built from to serve this task."""
         cfg = self._cfg
-        what = {k: cfg.get(k) for k in ('env', 'policy', 'exp_name', 'instance_name', 'deepcopy_obs',
-                                        'transform_obs', 'collect_print_freq')}
+        what = {
+            k: cfg.get(k)
+            for k in (
+                'env',
+                'policy',
+                'exp_name',
+                'instance_name',
+                'deepcopy_obs',
+                'transform_obs',
+                'collect_print_freq',
+            )
+        }
         return json.dumps(what, sort_keys=True, default=repr)
 
     def _setup(self) -> None:
@@ -147,10 +160,12 @@ class ZerglingParallelCollector(BaseParallelCollector):
             return
         from ding.envs import create_env_manager, get_vec_env_setting
         from ding.policy import create_policy
+
         cfg = self._cfg
         env_cfg = EasyDict(copy.deepcopy(dict(cfg.env)))
         env_fn, collector_env_cfg, evaluator_env_cfg = get_vec_env_setting(
-            env_cfg, collect=not self._eval_flag, eval_=self._eval_flag)
+            env_cfg, collect=not self._eval_flag, eval_=self._eval_flag
+        )
         env_cfgs = evaluator_env_cfg if self._eval_flag else collector_env_cfg
         manager_cfg = dict(env_cfg.get('manager') or {})
         # The task's budget decides when it ends; an env that stops after episode_num episodes would leave
@@ -166,24 +181,30 @@ class ZerglingParallelCollector(BaseParallelCollector):
         common = dict(exp_name=self._exp_name, tb_logger=_NullWriter())
         if self._eval_flag:
             from .interaction_serial_evaluator import InteractionSerialEvaluator
+
             eval_cfg = dict((cfg.policy.get('eval') or {}).get('evaluator') or {})
             eval_cfg.pop('type', None)
             eval_cfg.pop('import_names', None)
             if cfg.get('n_episode') is not None:
                 eval_cfg['n_episode'] = cfg.n_episode
-            self._worker = InteractionSerialEvaluator(eval_cfg, env=self._env, policy=self._policy,
-                                                      instance_name=f'{self._instance_name}_evaluator', **common)
+            self._worker = InteractionSerialEvaluator(
+                eval_cfg, env=self._env, policy=self._policy, instance_name=f'{self._instance_name}_evaluator', **common
+            )
         else:
             from .sample_serial_collector import SampleSerialCollector
+
             serial_cfg = {k: cfg[k] for k in ('deepcopy_obs', 'transform_obs', 'collect_print_freq')}
-            self._worker = SampleSerialCollector(serial_cfg, env=self._env, policy=self._policy,
-                                                 instance_name=self._instance_name, **common)
+            self._worker = SampleSerialCollector(
+                serial_cfg, env=self._env, policy=self._policy, instance_name=self._instance_name, **common
+            )
 
     def _close_resources(self) -> None:
         if self._kept is not None and self._worker is not None and self._error is None:
             # a clean end (budget spent, or stopped between env steps): the envs are consistent
-            self._kept.keep(self._kept_key, _CollectResources(self._manager, self._env, self._policy, self._worker,
-                                                              self._policy_iter))
+            self._kept.keep(
+                self._kept_key,
+                _CollectResources(self._manager, self._env, self._policy, self._worker, self._policy_iter),
+            )
             self._worker = self._manager = None
             return
         if self._worker is not None:
@@ -203,22 +224,25 @@ class ZerglingParallelCollector(BaseParallelCollector):
 
     def _run_eval(self) -> None:
         _, episode_info = self._worker.eval(train_iter=self._policy_iter)
-        self._logger.info(f"{self._prefix} evaluated policy_iter {self._policy_iter}: reward_mean "
-                          f"{episode_info['eval_episode_return_mean']:.4g} over "
-                          f"{len(episode_info['eval_episode_return'])} episodes")
+        self._logger.info(
+            f'{self._prefix} evaluated policy_iter {self._policy_iter}: reward_mean '
+            f'{episode_info["eval_episode_return_mean"]:.4g} over '
+            f'{len(episode_info["eval_episode_return"])} episodes'
+        )
 
     def _run_collect(self) -> None:
         collector, env, stop = self._worker, self._env, self._stop_event
         kwargs = self._policy_kwargs
         n_sample, episode_num = self._n_sample, self._episode_num
-        pending: List[Dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
         last_send = time.monotonic()
         while not stop.is_set():
             self._update_policy()
             pending.extend(collector.collect(train_iter=self._policy_iter, policy_kwargs=kwargs, drop_extra=False))
             total = self._produced_count + len(pending)
-            done = (n_sample is not None and total >= n_sample) or \
-                (episode_num is not None and env.episode_count >= episode_num)
+            done = (n_sample is not None and total >= n_sample) or (
+                episode_num is not None and env.episode_count >= episode_num
+            )
             now = time.monotonic()
             if done or len(pending) >= self._chunk_size or now - last_send >= self._chunk_second:
                 self._send_samples(pending, self._unroll_len)
@@ -226,10 +250,12 @@ class ZerglingParallelCollector(BaseParallelCollector):
                 last_send = now
             if done:
                 break
-        self._logger.info(f'{self._prefix} collected {self._produced_count} samples in {env.step_count} env steps '
-                          f'and {env.episode_count} episodes')
+        self._logger.info(
+            f'{self._prefix} collected {self._produced_count} samples in {env.step_count} env steps '
+            f'and {env.episode_count} episodes'
+        )
 
-    def get_finish_info(self) -> Dict[str, Any]:
+    def get_finish_info(self) -> dict[str, Any]:
         info = super().get_finish_info()
         info['env_num'] = self._env.env_num if self._env is not None else 0
         if not self._eval_flag:

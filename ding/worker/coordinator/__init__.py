@@ -1,5 +1,6 @@
 """Commanders and the parallel coordinator. The serial commander loads with the package; the parallel side
 (HTTP master, resource manager, coordinator) is imported on first use of its names."""
+
 from ding.utils.lazy_import import lazy_exports
 
 from .base_serial_commander import BaseSerialCommander, create_serial_commander

@@ -6,6 +6,7 @@ back how they ended (``finish_*`` / ``notify_fail_*``) and forwards learner info
 commanders: ``solo`` (train until the eval return reaches ``env.stop_value``) and ``naive`` (a
 fixed number of tasks). The serial commander ('base') lives in ``base_serial_commander.py``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,7 +15,8 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 from easydict import EasyDict
 
@@ -74,7 +76,7 @@ class TaskSpace:
 class BaseCommander(ABC):
     """The interface the coordinator drives; see the module docstring."""
 
-    config: Dict[str, Any] = dict(
+    config: dict[str, Any] = dict(
         collector_task_space=1,
         learner_task_space=1,
         eval_interval=60.0,
@@ -87,11 +89,11 @@ class BaseCommander(ABC):
         return cfg
 
     @abstractmethod
-    def get_collector_task(self) -> Optional[dict]:
+    def get_collector_task(self) -> dict | None:
         """A new collector task, or None when none should start now."""
 
     @abstractmethod
-    def get_learner_task(self) -> Optional[dict]:
+    def get_learner_task(self) -> dict | None:
         """A new learner task, or None when none should start now."""
 
     @abstractmethod
@@ -99,7 +101,7 @@ class BaseCommander(ABC):
         """Record a collector task's finish info; True means the whole run should end."""
 
     @abstractmethod
-    def finish_learner_task(self, task_id: str, finished_task: dict) -> Optional[str]:
+    def finish_learner_task(self, task_id: str, finished_task: dict) -> str | None:
         """Record a learner task's end; return the buffer_id the coordinator may close (or None)."""
 
     @abstractmethod
@@ -151,18 +153,19 @@ class BaseCommander(ABC):
 class NoCommandMode:
     """The command mode of on-policy algorithms: no settings."""
 
-    def get_setting_collect(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def get_setting_collect(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def get_setting_learn(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def get_setting_learn(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def get_setting_eval(self, command_info: Dict[str, Any]) -> Dict[str, Any]:
+    def get_setting_eval(self, command_info: dict[str, Any]) -> dict[str, Any]:
         return {}
 
 
 def _eps_command_mode(policy_cfg: EasyDict) -> Any:
     from ding.rl_utils.exploration import EpsCommandMode
+
     if 'eps' not in policy_cfg.get('other', {}):
         raise KeyError(f"policy type '{policy_cfg.type}': the compiled config has no policy.other.eps")
     return EpsCommandMode(policy_cfg.other.eps, owner=f'{policy_cfg.type} command mode')
@@ -171,7 +174,7 @@ def _eps_command_mode(policy_cfg: EasyDict) -> Any:
 # The built-in ``*_command`` policies of ``ding.policy`` (command_mode_policy_instance.py) and their command
 # modes, built here without the policy classes: those import torch, which the coordinator process does not
 # need. tests/parallel/test_coordinator_torch_free.py checks that each gives its policy's settings.
-BUILTIN_COMMAND_MODES: Dict[str, Callable[[EasyDict], Any]] = {
+BUILTIN_COMMAND_MODES: dict[str, Callable[[EasyDict], Any]] = {
     'dqn_command': _eps_command_mode,
     'ppo_command': lambda policy_cfg: NoCommandMode(),
     'a2c_command': lambda policy_cfg: NoCommandMode(),
@@ -186,6 +189,7 @@ def command_policy(cfg: EasyDict) -> Any:
     if policy_cfg.type in BUILTIN_COMMAND_MODES and not policy_cfg.get('import_names'):
         return BUILTIN_COMMAND_MODES[policy_cfg.type](policy_cfg)
     from ding.utils.registry import POLICY_REGISTRY
+
     import_module(policy_cfg.get('import_names', []) or [])
     if policy_cfg.type not in POLICY_REGISTRY:
         import_module(['ding.policy'])
@@ -193,7 +197,7 @@ def command_policy(cfg: EasyDict) -> Any:
     return policy.command_mode
 
 
-def command_info(learner_step: int, envstep: int) -> Dict[str, int]:
+def command_info(learner_step: int, envstep: int) -> dict[str, int]:
     """What ``get_setting_collect`` reads, under each name DI-engine policies have used for it."""
     return {
         'learner_step': learner_step,
@@ -205,7 +209,7 @@ def command_info(learner_step: int, envstep: int) -> Dict[str, int]:
     }
 
 
-def make_learner_task(cfg: EasyDict, task_id: str, buffer_id: str, policy_name: str) -> Dict[str, Any]:
+def make_learner_task(cfg: EasyDict, task_id: str, buffer_id: str, policy_name: str) -> dict[str, Any]:
     """A learner task as the coordinator sends it (it adds the worker's paths and name on assignment)."""
     learner_cfg = copy.deepcopy(cfg.policy.learn.learner)
     return {
@@ -220,8 +224,15 @@ def make_learner_task(cfg: EasyDict, task_id: str, buffer_id: str, policy_name: 
     }
 
 
-def make_collector_task(cfg: EasyDict, task_id: str, buffer_id: str, policy_name: str, learner_task_id: str,
-                        eval_flag: bool, policy_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+def make_collector_task(
+    cfg: EasyDict,
+    task_id: str,
+    buffer_id: str,
+    policy_name: str,
+    learner_task_id: str,
+    eval_flag: bool,
+    policy_kwargs: dict[str, Any],
+) -> dict[str, Any]:
     """A collector (or, with ``eval_flag``, evaluation) task."""
     return {
         'task_id': task_id,
@@ -237,7 +248,7 @@ def make_collector_task(cfg: EasyDict, task_id: str, buffer_id: str, policy_name
     }
 
 
-def get_parallel_commander_cls(cfg: Dict[str, Any]) -> type:
+def get_parallel_commander_cls(cfg: dict[str, Any]) -> type:
     """The commander class named by ``cfg.type`` (``cfg`` is ``policy.other.commander`` or a create-config entry)."""
     import_module(cfg.get('import_names', []) or [])
     type_name = cfg.get('type')
@@ -248,7 +259,7 @@ def get_parallel_commander_cls(cfg: Dict[str, Any]) -> type:
     return COMMANDER_REGISTRY.get_cls(type_name)
 
 
-def create_parallel_commander(cfg: Dict[str, Any]) -> BaseCommander:
+def create_parallel_commander(cfg: dict[str, Any]) -> BaseCommander:
     """Build the commander named by ``cfg.policy.other.commander.type``; ``cfg`` is the compiled main config."""
     cfg = EasyDict(cfg)
     try:

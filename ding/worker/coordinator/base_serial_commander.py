@@ -1,8 +1,9 @@
 """The serial commander: turns learner/collector progress into per-collect policy settings (e.g. epsilon)."""
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional
+from typing import Any
 
 from easydict import EasyDict
 
@@ -19,7 +20,7 @@ class BaseSerialCommander:
     policy it returns ``{}``.
     """
 
-    config: Dict[str, Any] = {}
+    config: dict[str, Any] = {}
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -27,18 +28,25 @@ class BaseSerialCommander:
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Optional[Dict], learner: Any, collector: Any, evaluator: Any, replay_buffer: Any,
-                 policy: Optional[Any] = None) -> None:
+    def __init__(
+        self,
+        cfg: dict | None,
+        learner: Any,
+        collector: Any,
+        evaluator: Any,
+        replay_buffer: Any,
+        policy: Any | None = None,
+    ) -> None:
         self._cfg = EasyDict(cfg or {})
         self._learner = learner
         self._collector = collector
         self._evaluator = evaluator
         self._replay_buffer = replay_buffer
-        self._info: Dict[str, Any] = {}
+        self._info: dict[str, Any] = {}
         self._policy = self._command_view(policy)
 
     @staticmethod
-    def _command_view(policy: Optional[Any]) -> Optional[Any]:
+    def _command_view(policy: Any | None) -> Any | None:
         """A ``Policy`` is narrowed to its command mode; one without that mode gives None."""
         if policy is None or hasattr(policy, 'get_setting_collect'):
             return policy
@@ -48,14 +56,14 @@ class BaseSerialCommander:
             return None
 
     @property
-    def policy(self) -> Optional[Any]:
+    def policy(self) -> Any | None:
         return self._policy
 
     @policy.setter
-    def policy(self, policy: Optional[Any]) -> None:
+    def policy(self, policy: Any | None) -> None:
         self._policy = self._command_view(policy)
 
-    def step(self) -> Dict[str, Any]:
+    def step(self) -> dict[str, Any]:
         """The kwargs for the next ``collector.collect(policy_kwargs=...)``."""
         if self._policy is None:
             return {}
@@ -67,7 +75,7 @@ class BaseSerialCommander:
         return self._policy.get_setting_collect(self._info)
 
 
-def create_serial_commander(cfg: Optional[Dict], *args: Any, **kwargs: Any) -> BaseSerialCommander:
+def create_serial_commander(cfg: dict | None, *args: Any, **kwargs: Any) -> BaseSerialCommander:
     """``create_serial_commander(cfg.policy.other.commander, learner, collector, evaluator, buffer, policy)``;
     ``cfg.type`` defaults to 'base'."""
     cfg = EasyDict(cfg or {})

@@ -1,13 +1,16 @@
 """The network side of the coordinator: owns the interaction ``Master``, keeps a connection to every
 learner and collector, and runs each assigned task as a sequence of requests to its worker."""
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from ding.utils.learn_task_layout import COLUMNS_LAYOUT, JSON_SCALAR_TYPES
+
 from .resource_manager import NaiveResourceManager
 
 WORKER_KINDS = ('learner', 'collector')
@@ -32,7 +35,7 @@ def to_jsonable(obj: Any) -> Any:
     raise TypeError(f'cannot send a {type(obj).__name__} to a worker: {obj!r}')
 
 
-def learn_task_payload(demand: Dict[str, Any], batches: List[List[Dict[str, Any]]]) -> Any:
+def learn_task_payload(demand: dict[str, Any], batches: list[list[dict[str, Any]]]) -> Any:
     """The JSON-ready ``data`` of the learn task that answers ``demand`` with ``batches`` (lists of metadata).
 
     The list of batches for a ``num_batches`` demand, else its one batch. Each batch is a list of metadata
@@ -48,7 +51,7 @@ def learn_task_payload(demand: Dict[str, Any], batches: List[List[Dict[str, Any]
     return payload if 'num_batches' in demand else payload[0]
 
 
-def _requested_columns(demand: Dict[str, Any]) -> Optional[List[str]]:
+def _requested_columns(demand: dict[str, Any]) -> list[str] | None:
     """The fields a demand asks for as columns; None for a demand without the opt-in (or a malformed one,
     which then gets the lists of dicts every learner understands)."""
     if demand.get('layout') != COLUMNS_LAYOUT:
@@ -59,7 +62,7 @@ def _requested_columns(demand: Dict[str, Any]) -> Optional[List[str]]:
     return list(dict.fromkeys(fields))
 
 
-def _metadata_columns(batch: List[Dict[str, Any]], fields: List[str]) -> Dict[str, List[Any]]:
+def _metadata_columns(batch: list[dict[str, Any]], fields: list[str]) -> dict[str, list[Any]]:
     columns = {}
     for field in fields:
         column = [meta.get(field) for meta in batch]
@@ -89,20 +92,23 @@ class _Worker:
         return f'{self.kind} {self.name} ({self.host}:{self.port})'
 
 
-def _parse_worker_entries(kind: str, entries: Any) -> Dict[str, Tuple[str, int]]:
+def _parse_worker_entries(kind: str, entries: Any) -> dict[str, tuple[str, int]]:
     """``{name: [name, host, port]}`` (DI-engine) or ``{name: {host, port}}`` -> ``{name: (host, port)}``."""
-    out: Dict[str, Tuple[str, int]] = {}
+    out: dict[str, tuple[str, int]] = {}
     for key, entry in (entries or {}).items():
         if isinstance(entry, (list, tuple)) and len(entry) == 3:
             name, host, port = entry
         elif isinstance(entry, dict) and 'host' in entry and 'port' in entry:
             name, host, port = key, entry['host'], entry['port']
         else:
-            raise ValueError(f"coordinator config: {kind} '{key}' must be [name, host, port] or {{host, port}}, "
-                             f"got {entry!r}")
+            raise ValueError(
+                f"coordinator config: {kind} '{key}' must be [name, host, port] or {{host, port}}, got {entry!r}"
+            )
         if isinstance(port, bool) or not isinstance(port, int):
-            raise ValueError(f"coordinator config: {kind} '{key}' port must be an int, got {port!r} "
-                             f"(run parallel_transform to fill 'auto' ports)")
+            raise ValueError(
+                f"coordinator config: {kind} '{key}' port must be an int, got {port!r} "
+                f"(run parallel_transform to fill 'auto' ports)"
+            )
         out[str(name)] = (str(host), port)
     return out
 
@@ -118,8 +124,13 @@ class CommCoordinator:
     through the ``deal_with_*_fail_task`` callback (the coordinator gives it to another worker).
     """
 
-    def __init__(self, cfg: Dict[str, Any], callback_fn: Dict[str, Callable], logger: Any,
-                 system_cfg: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        callback_fn: dict[str, Callable],
+        logger: Any,
+        system_cfg: dict[str, Any] | None = None,
+    ) -> None:
         self._cfg = cfg
         self._callback_fn = callback_fn
         self._logger = logger
@@ -130,7 +141,7 @@ class CommCoordinator:
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._resource_manager = NaiveResourceManager()
-        self._workers: Dict[str, Dict[str, _Worker]] = {k: {} for k in WORKER_KINDS}
+        self._workers: dict[str, dict[str, _Worker]] = {k: {} for k in WORKER_KINDS}
         for kind in WORKER_KINDS:
             for name, (host, port) in _parse_worker_entries(kind, cfg.get(kind, {})).items():
                 self._workers[kind][name] = _Worker(kind, name, host, port)
@@ -138,17 +149,19 @@ class CommCoordinator:
         self._collector_request_timeout = float(cfg.get('collector_request_timeout', 30))
         self._reconnect_interval = float(cfg.get('reconnect_interval', 0.5))
         self._remain_task_lock = threading.Lock()
-        self._remain_tasks: Dict[str, threading.Thread] = {}
-        self._connect_thread: Optional[threading.Thread] = None
+        self._remain_tasks: dict[str, threading.Thread] = {}
+        self._connect_thread: threading.Thread | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the master and the thread that connects to the workers (returns at once)."""
         from ding.interaction import Master
+
         cfg = self._cfg
         self._end_flag = False
         self._master = Master(
-            cfg.get('host', '127.0.0.1'), int(cfg.get('port', 0)),
+            cfg.get('host', '127.0.0.1'),
+            int(cfg.get('port', 0)),
             heartbeat_tolerance=float(cfg.get('heartbeat_tolerance', 15.0)),
             heartbeat_check_span=float(cfg.get('heartbeat_check_span', 0.5)),
             request_retries=int(cfg.get('request_retries', 1)),
@@ -192,7 +205,7 @@ class CommCoordinator:
     def resource_manager(self) -> NaiveResourceManager:
         return self._resource_manager
 
-    def connected_workers(self, kind: str) -> List[str]:
+    def connected_workers(self, kind: str) -> list[str]:
         with self._lock:
             return [n for n, w in self._workers[kind].items() if w.conn is not None]
 
@@ -238,6 +251,7 @@ class CommCoordinator:
 
     def _try_connect(self, worker: _Worker) -> bool:
         from ding.interaction.master.task import TaskStatus
+
         try:
             conn = self._master.new_connection(worker.name, worker.host, worker.port)
             conn.connect()
@@ -292,30 +306,39 @@ class CommCoordinator:
         self._callback_fn['deal_with_worker_change']()
 
     # ---- requests --------------------------------------------------------------------------------
-    def _start_remote_task(self, kind: str, task: Dict[str, Any], assigned: Dict[str, Any], worker: _Worker,
-                           conn: Any, task_info: Dict[str, Any], timeout: float) -> Tuple[Optional[bool], Dict[str, Any]]:
+    def _start_remote_task(
+        self,
+        kind: str,
+        task: dict[str, Any],
+        assigned: dict[str, Any],
+        worker: _Worker,
+        conn: Any,
+        task_info: dict[str, Any],
+        timeout: float,
+    ) -> tuple[bool | None, dict[str, Any]]:
         """Send ``{kind}_start_task``; return ``(None, result)`` once it started, else what the sender returns.
 
         False: no worker took it (closing, or the worker is gone). True: the worker refused it, and the
         task was reported failed.
         """
         task_id, name = task['task_id'], worker.name
-        outcome, result = self._request(worker, conn, {'name': f'{kind}_start_task',
-                                                       'task_info': to_jsonable(task_info)}, timeout)
+        outcome, result = self._request(
+            worker, conn, {'name': f'{kind}_start_task', 'task_info': to_jsonable(task_info)}, timeout
+        )
         if outcome == CLOSING:
             return False, result
         if outcome == LOST:
-            self._lose_worker(kind, name, f"start of {task_id} failed: {result.get('message')}", conn)
+            self._lose_worker(kind, name, f'start of {task_id} failed: {result.get("message")}', conn)
             return False, result
         task.update(assigned)
         if outcome == FAILED:
-            self._logger.error(f"[CommCoordinator] {name} refused {kind} task {task_id}: {result.get('message')}")
+            self._logger.error(f'[CommCoordinator] {name} refused {kind} task {task_id}: {result.get("message")}')
             self._task_failed(kind, task, worker, conn, FAILED, f'{kind}_start_task', result)
             return True, result
         self._logger.info(f'[CommCoordinator] {kind} task {task_id} started on {name}')
         return None, result
 
-    def _request(self, worker: _Worker, conn: Any, data: Dict[str, Any], timeout: float) -> Tuple[str, Dict[str, Any]]:
+    def _request(self, worker: _Worker, conn: Any, data: dict[str, Any], timeout: float) -> tuple[str, dict[str, Any]]:
         """Run one task on ``conn`` and classify the outcome.
 
         ``(OK, result)``; ``(CLOSING, {})`` when the coordinator closes meanwhile; ``(LOST, failure)`` when
@@ -323,6 +346,7 @@ class CommCoordinator:
         ``(FAILED, failure)`` when the worker ran the task and reported a failure.
         """
         from ding.interaction.master.task import TaskStatus
+
         if conn is None or worker.conn is not conn:
             return LOST, {'message': f'{worker.name} is not connected'}
         started = time.monotonic()
@@ -342,10 +366,12 @@ class CommCoordinator:
             return LOST, result
         return FAILED, result
 
-    def _close_on_worker(self, worker: _Worker, conn: Any, name: str, task_id: str,
-                         timeout: float = 5.0) -> Dict[str, Any]:
+    def _close_on_worker(
+        self, worker: _Worker, conn: Any, name: str, task_id: str, timeout: float = 5.0
+    ) -> dict[str, Any]:
         """Send a close task; used at the normal end of a task, after a failed one and (shorter) at shutdown."""
         from ding.interaction.master.task import TaskStatus
+
         if conn is None or not conn.is_connected:
             return {}
         try:
@@ -373,10 +399,19 @@ class CommCoordinator:
             return entry[key]
         return self._system_cfg.get(key, f'./{key}')
 
-    def _task_failed(self, kind: str, task: Dict[str, Any], worker: _Worker, conn: Any, outcome: str,
-                     what: str, result: Dict[str, Any], close_name: Optional[str] = None) -> None:
+    def _task_failed(
+        self,
+        kind: str,
+        task: dict[str, Any],
+        worker: _Worker,
+        conn: Any,
+        outcome: str,
+        what: str,
+        result: dict[str, Any],
+        close_name: str | None = None,
+    ) -> None:
         """A request of ``task`` did not succeed: drop a lost worker, or free a live one; report the task."""
-        reason = f"{what} on {worker.name}: {result.get('message')}"
+        reason = f'{what} on {worker.name}: {result.get("message")}'
         if outcome == LOST:
             self._lose_worker(kind, worker.name, reason, conn)
         else:
@@ -388,7 +423,7 @@ class CommCoordinator:
         self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason)
 
     # ---- learner tasks ---------------------------------------------------------------------------
-    def send_learner_task(self, learner_task: Dict[str, Any]) -> bool:
+    def send_learner_task(self, learner_task: dict[str, Any]) -> bool:
         """Hand ``learner_task`` to an idle learner and start it.
 
         True when the task left the caller's hands: it started (and runs in its own thread), or the
@@ -404,15 +439,18 @@ class CommCoordinator:
             worker = self._workers['learner'][name]
             conn = worker.conn
         task_info = {k: v for k, v in learner_task.items() if k not in ('replay_buffer_cfg', 'resource_info')}
-        task_info.update({
-            'learner_id': name,
-            'instance_name': name,
-            'path_policy': self._path(worker, 'path_policy'),
-            'path_data': self._path(worker, 'path_data'),
-        })
+        task_info.update(
+            {
+                'learner_id': name,
+                'instance_name': name,
+                'path_policy': self._path(worker, 'path_policy'),
+                'path_data': self._path(worker, 'path_data'),
+            }
+        )
         task_info.setdefault('resume', None)
-        started_ok, result = self._start_remote_task('learner', learner_task, assigned, worker, conn, task_info,
-                                                     self._learner_request_timeout)
+        started_ok, result = self._start_remote_task(
+            'learner', learner_task, assigned, worker, conn, task_info, self._learner_request_timeout
+        )
         if started_ok is not None:
             return started_ok
         started = self._callback_fn.get('deal_with_learner_started')
@@ -421,29 +459,45 @@ class CommCoordinator:
         self._track(task_id, self._execute_learner_task, (learner_task, worker, conn), f'learner_task_{name}')
         return True
 
-    def _execute_learner_task(self, learner_task: Dict[str, Any], worker: _Worker, conn: Any) -> None:
+    def _execute_learner_task(self, learner_task: dict[str, Any], worker: _Worker, conn: Any) -> None:
         task_id, buffer_id = learner_task['task_id'], learner_task['buffer_id']
         timeout = self._learner_request_timeout
         cb = self._callback_fn
         finished = False
         try:
             while not self._end_flag:
-                outcome, demand = self._request(worker, conn, {'name': 'learner_get_data_task',
-                                                               'task_info': {'task_id': task_id}}, timeout)
+                outcome, demand = self._request(
+                    worker, conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': task_id}}, timeout
+                )
                 if outcome == CLOSING:
                     break
                 if outcome != OK:
-                    self._task_failed('learner', learner_task, worker, conn, outcome, 'learner_get_data_task',
-                                      demand, 'learner_close_task')
+                    self._task_failed(
+                        'learner',
+                        learner_task,
+                        worker,
+                        conn,
+                        outcome,
+                        'learner_get_data_task',
+                        demand,
+                        'learner_close_task',
+                    )
                     return
                 batch_size = int(demand['batch_size'])
                 cur_iter = int(demand.get('cur_learner_iter', 0))
                 num_batches = int(demand.get('num_batches', 1))
-                batches: List[Any] = []
+                batches: list[Any] = []
                 while len(batches) < num_batches and not self._end_flag:
                     if worker.conn is not conn:
-                        self._task_failed('learner', learner_task, worker, conn, LOST, 'waiting for data',
-                                          {'message': 'connection lost'})
+                        self._task_failed(
+                            'learner',
+                            learner_task,
+                            worker,
+                            conn,
+                            LOST,
+                            'waiting for data',
+                            {'message': 'connection lost'},
+                        )
                         return
                     data = cb['deal_with_learner_get_data'](task_id, buffer_id, batch_size, cur_iter)
                     if data is None:
@@ -457,14 +511,22 @@ class CommCoordinator:
                 extra = cb.get('learner_task_extra')
                 if extra is not None:  # run service: e.g. a learning-rate tune, applied between iterations
                     learn_info.update(extra(task_id) or {})
-                outcome, result = self._request(worker, conn, {'name': 'learner_learn_task',
-                                                               'task_info': learn_info,
-                                                               'data': payload}, timeout)
+                outcome, result = self._request(
+                    worker, conn, {'name': 'learner_learn_task', 'task_info': learn_info, 'data': payload}, timeout
+                )
                 if outcome == CLOSING:
                     break
                 if outcome != OK:
-                    self._task_failed('learner', learner_task, worker, conn, outcome, 'learner_learn_task', result,
-                                      'learner_close_task')
+                    self._task_failed(
+                        'learner',
+                        learner_task,
+                        worker,
+                        conn,
+                        outcome,
+                        'learner_learn_task',
+                        result,
+                        'learner_close_task',
+                    )
                     return
                 infos = result.get('infos')
                 if not isinstance(infos, list):
@@ -488,7 +550,7 @@ class CommCoordinator:
             self._untrack(task_id)
 
     # ---- collector tasks -------------------------------------------------------------------------
-    def send_collector_task(self, collector_task: Dict[str, Any]) -> bool:
+    def send_collector_task(self, collector_task: dict[str, Any]) -> bool:
         """Hand ``collector_task`` to an idle collector and start it (return value as ``send_learner_task``)."""
         task_id = collector_task['task_id']
         assigned = self._resource_manager.assign_collector(collector_task)
@@ -500,20 +562,23 @@ class CommCoordinator:
             conn = worker.conn
         policy_dir = self._path(worker, 'path_policy')
         task_info = {k: v for k, v in collector_task.items() if k != 'resource_info'}
-        task_info.update({
-            'collector_id': name,
-            'instance_name': name,
-            'path_policy': os.path.join(policy_dir, f"{collector_task['policy_name']}.safetensors"),
-            'path_data': self._path(worker, 'path_data'),
-        })
-        started_ok, _ = self._start_remote_task('collector', collector_task, assigned, worker, conn, task_info,
-                                                self._collector_request_timeout)
+        task_info.update(
+            {
+                'collector_id': name,
+                'instance_name': name,
+                'path_policy': os.path.join(policy_dir, f'{collector_task["policy_name"]}.safetensors'),
+                'path_data': self._path(worker, 'path_data'),
+            }
+        )
+        started_ok, _ = self._start_remote_task(
+            'collector', collector_task, assigned, worker, conn, task_info, self._collector_request_timeout
+        )
         if started_ok is not None:
             return started_ok
         self._track(task_id, self._execute_collector_task, (collector_task, worker, conn), f'collector_task_{name}')
         return True
 
-    def _execute_collector_task(self, collector_task: Dict[str, Any], worker: _Worker, conn: Any) -> None:
+    def _execute_collector_task(self, collector_task: dict[str, Any], worker: _Worker, conn: Any) -> None:
         task_id, buffer_id = collector_task['task_id'], collector_task['buffer_id']
         timeout = self._collector_request_timeout
         cb = self._callback_fn
@@ -528,13 +593,22 @@ class CommCoordinator:
                         pass
                     if self._end_flag:
                         break
-                outcome, result = self._request(worker, conn, {'name': 'collector_data_task',
-                                                               'task_info': {'task_id': task_id}}, timeout)
+                outcome, result = self._request(
+                    worker, conn, {'name': 'collector_data_task', 'task_info': {'task_id': task_id}}, timeout
+                )
                 if outcome == CLOSING:
                     break
                 if outcome != OK:
-                    self._task_failed('collector', collector_task, worker, conn, outcome, 'collector_data_task',
-                                      result, 'collector_close_task')
+                    self._task_failed(
+                        'collector',
+                        collector_task,
+                        worker,
+                        conn,
+                        outcome,
+                        'collector_data_task',
+                        result,
+                        'collector_close_task',
+                    )
                     return
                 if 'finish_info' in result:
                     finish_info = dict(result['finish_info'])

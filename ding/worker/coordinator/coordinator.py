@@ -1,5 +1,6 @@
 """The coordinator of the parallel pipeline: turns the commander's decisions into running tasks and moves
 sample metadata from collectors to the learner through one replay buffer per learner task."""
+
 from __future__ import annotations
 
 import copy
@@ -9,11 +10,13 @@ import queue
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.file_names import manifest_path, split_data_id
+
 from .base_parallel_commander import create_parallel_commander
 from .comm_coordinator import CommCoordinator
 
@@ -23,7 +26,7 @@ STATE_FILE = 'coordinator_state.json'  # under ./{exp_name}/: the counters a res
 class TaskState:
     """A task handed to a worker: its id and since when."""
 
-    def __init__(self, task_id: str, worker: Optional[str] = None) -> None:
+    def __init__(self, task_id: str, worker: str | None = None) -> None:
         self.task_id = task_id
         self.worker = worker
         self.start_time = time.time()
@@ -86,15 +89,22 @@ class Coordinator:
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Dict[str, Any], max_env_step: Optional[int] = None,
-                 max_train_iter: Optional[int] = None, log_to_console: bool = False,
-                 resume: Optional[str] = None, run_started: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        max_env_step: int | None = None,
+        max_train_iter: int | None = None,
+        log_to_console: bool = False,
+        resume: str | None = None,
+        run_started: float | None = None,
+    ) -> None:
         """``cfg``: the compiled parallel config (``main`` and ``system`` sections). The run also ends after
         ``max_env_step`` env steps or ``max_train_iter`` learner iterations when given. ``resume``: the
         checkpoint the first learner task starts from (``ding.entry.resume.resolve_resume``); ``run_started``:
         when the run began (a restarted learner resumes only from checkpoints written since, or since the
         resumed one)."""
         from ding.utils.log_helper import build_logger
+
         self._cfg = EasyDict(cfg)
         coor_cfg = EasyDict(copy.deepcopy(dict(self.default_config())))
         coor_cfg.update(self._cfg.system.coordinator)
@@ -114,18 +124,20 @@ class Coordinator:
         self._resume = resume
         self._run_started = float(run_started) if run_started is not None else time.time()
         self._paused = False
-        self._weights_address: Optional[str] = None
+        self._weights_address: str | None = None
         collector_cfg = self._cfg.main.policy.collect.collector
         # collectors fetching weights over HTTP from the address the learner reports (none configured)
         self._http_weights = collector_cfg.get('policy_transport') == 'http' and not collector_cfg.get(
-            'weights_address')
-        self._learner_tune: Dict[str, Any] = {}
+            'weights_address'
+        )
+        self._learner_tune: dict[str, Any] = {}
         self._tuned_keys: set = set()  # policy.learn keys changed by run control (copied into learner tasks)
         self._tune_lock = threading.Lock()
         self.service: Any = None
 
-        self._logger, _ = build_logger(f'./{self._exp_name}/log/coordinator', 'coordinator', need_tb=False,
-                                       to_console=log_to_console)
+        self._logger, _ = build_logger(
+            f'./{self._exp_name}/log/coordinator', 'coordinator', need_tb=False, to_console=log_to_console
+        )
         self._callback = {
             'deal_with_collector_send_data': self.deal_with_collector_send_data,
             'deal_with_collector_judge_finish': self.deal_with_collector_judge_finish,
@@ -147,18 +159,18 @@ class Coordinator:
         self._commander = create_parallel_commander(self._cfg.main)
         self._commander_lock = threading.RLock()
         self._interaction = CommCoordinator(coor_cfg, self._callback, self._logger, system_cfg=self._cfg.system)
-        self._learner_task_queue: 'queue.Queue' = queue.Queue()
-        self._collector_task_queue: 'queue.Queue' = queue.Queue()
+        self._learner_task_queue: queue.Queue = queue.Queue()
+        self._collector_task_queue: queue.Queue = queue.Queue()
 
-        self._replay_buffer: Dict[str, Any] = {}
+        self._replay_buffer: dict[str, Any] = {}
         self._closed_buffers: set = set()
         self._buffer_lock = threading.Lock()
         self._data_arrived = threading.Condition()
-        self._task_state: Dict[str, TaskState] = {}
-        self._historical_task: 'deque[str]' = deque(maxlen=1000)
-        self._retries: Dict[str, int] = {}
+        self._task_state: dict[str, TaskState] = {}
+        self._historical_task: deque[str] = deque(maxlen=1000)
+        self._retries: dict[str, int] = {}
         self._changed = threading.Condition()
-        self._threads: List[threading.Thread] = []
+        self._threads: list[threading.Thread] = []
         self._end_flag = True
         self._closed = False
         self._system_shutdown_flag = False
@@ -171,12 +183,12 @@ class Coordinator:
         self.learn_info_count = 0
         self.pushed_samples = 0
         self.sampled_batches = 0
-        self.policy_lag: Dict[str, float] = {}
+        self.policy_lag: dict[str, float] = {}
         self.stale_dropped = 0
         self.buffer_stale_removed = 0
         self._data_files: set = set()
-        self.failed_tasks: List[Dict[str, Any]] = []
-        self.start_time: Optional[float] = None
+        self.failed_tasks: list[dict[str, Any]] = []
+        self.start_time: float | None = None
         self._state_saved_at = 0.0
         if resume:
             self.restore_state()
@@ -187,11 +199,13 @@ class Coordinator:
         self._end_flag = False
         self.start_time = time.time()
         self._interaction.start()
-        for target, name in ((self._produce_learner_task, 'produce_learner'),
-                             (self._assign_learner_task, 'assign_learner'),
-                             (self._produce_collector_task, 'produce_collector'),
-                             (self._assign_collector_task, 'assign_collector'),
-                             (self._data_gc_loop, 'data_gc')):
+        for target, name in (
+            (self._produce_learner_task, 'produce_learner'),
+            (self._assign_learner_task, 'assign_learner'),
+            (self._produce_collector_task, 'produce_collector'),
+            (self._assign_collector_task, 'assign_collector'),
+            (self._data_gc_loop, 'data_gc'),
+        ):
             t = threading.Thread(target=target, name=f'coordinator_{name}', daemon=True)
             t.start()
             self._threads.append(t)
@@ -221,6 +235,7 @@ class Coordinator:
             self._commander.close()
         self.info(f'coordinator closed ({self._shutdown_reason or "no stop reason"})')
         from ding.utils.log_helper import close_logger
+
         close_logger(self._logger)
 
     def __del__(self) -> None:
@@ -256,7 +271,7 @@ class Coordinator:
     def best_eval_return(self) -> float:
         return float(getattr(self._commander, 'best_eval_return', float('-inf')))
 
-    def replay_buffer(self, buffer_id: str) -> Optional[Any]:
+    def replay_buffer(self, buffer_id: str) -> Any | None:
         with self._buffer_lock:
             return self._replay_buffer.get(buffer_id)
 
@@ -281,7 +296,7 @@ class Coordinator:
         """``./{exp_name}/coordinator_state.json``: the counters, rewritten (atomically) as the run goes."""
         return os.path.join('.', self._exp_name, STATE_FILE)
 
-    def save_state(self, min_interval: float = 0.0) -> Optional[str]:
+    def save_state(self, min_interval: float = 0.0) -> str | None:
         """Write ``state_dict()`` to ``state_path`` (temp file, fsync, rename: a kill never leaves half a
         file); skipped when the last write is less than ``min_interval`` s old. Returns the path if written."""
         now = time.time()
@@ -302,7 +317,7 @@ class Coordinator:
             return None
         return path
 
-    def restore_state(self) -> Optional[dict]:
+    def restore_state(self) -> dict | None:
         """At the start of a resumed run: load ``state_path`` if there is one (None otherwise)."""
         path = self.state_path
         try:
@@ -318,7 +333,7 @@ class Coordinator:
             self.error(f'resume: {path} holds no object; env steps start from 0')
             return None
         self.load_state_dict(state)
-        self.info(f"resume: continuing from {path}: env_step {self.env_step}, train_iter {self.train_iter}")
+        self.info(f'resume: continuing from {path}: env_step {self.env_step}, train_iter {self.train_iter}')
         return state
 
     def notify_worker_dead(self, kind: str, name: str) -> None:
@@ -354,7 +369,7 @@ class Coordinator:
         with self._changed:
             self._changed.wait(timeout)
 
-    def _produce(self, get_task: Callable[[], Optional[dict]], task_queue: 'queue.Queue', kind: str) -> None:
+    def _produce(self, get_task: Callable[[], dict | None], task_queue: queue.Queue, kind: str) -> None:
         while not self._end_flag:
             if self._paused:  # run control: no new tasks while paused
                 self._wait_change(0.2)
@@ -365,7 +380,7 @@ class Coordinator:
                 # Commanders decide on time (e.g. the eval interval) as well as on events: poll slowly.
                 self._wait_change(0.2)
                 continue
-            self.info(f"{kind} task {task['task_id']} queued")
+            self.info(f'{kind} task {task["task_id"]} queued')
             task_queue.put((task, time.time()))
 
     def _produce_learner_task(self) -> None:
@@ -382,8 +397,10 @@ class Coordinator:
                 continue
             while not self._end_flag:
                 if time.time() - put_time >= self._learner_task_timeout:
-                    self.error(f"learner task {task['task_id']}: no learner took it within "
-                               f"{self._learner_task_timeout}s, giving up")
+                    self.error(
+                        f'learner task {task["task_id"]}: no learner took it within '
+                        f'{self._learner_task_timeout}s, giving up'
+                    )
                     self._give_up_learner_task(task)
                     break
                 buffer_id = task['buffer_id']
@@ -393,17 +410,19 @@ class Coordinator:
                         self._replay_buffer[buffer_id] = self._create_buffer(task)
                 self._task_state[task['task_id']] = TaskState(task['task_id'])
                 if self._interaction.send_learner_task(task):
-                    self.info(f"learner task {task['task_id']} handed to {task.get('learner_id')}")
+                    self.info(f'learner task {task["task_id"]} handed to {task.get("learner_id")}')
                     break
                 self._task_state.pop(task['task_id'], None)
                 self._wait_change(0.5)
 
     def _create_buffer(self, task: dict) -> Any:
         from ding.worker.replay_buffer import create_buffer
-        buffer = create_buffer(EasyDict(task['replay_buffer_cfg']), exp_name=self._exp_name,
-                               instance_name=task['buffer_id'])
+
+        buffer = create_buffer(
+            EasyDict(task['replay_buffer_cfg']), exp_name=self._exp_name, instance_name=task['buffer_id']
+        )
         buffer.start()
-        self.info(f"replay buffer {task['buffer_id']} created")
+        self.info(f'replay buffer {task["buffer_id"]} created')
         return buffer
 
     def _assign_collector_task(self) -> None:
@@ -414,8 +433,10 @@ class Coordinator:
                 continue
             while not self._end_flag:
                 if time.time() - put_time >= self._collector_task_timeout:
-                    self.error(f"collector task {task['task_id']}: no collector took it within "
-                               f"{self._collector_task_timeout}s, giving up")
+                    self.error(
+                        f'collector task {task["task_id"]}: no collector took it within '
+                        f'{self._collector_task_timeout}s, giving up'
+                    )
                     self._give_up_collector_task(task)
                     break
                 buffer_id = task['buffer_id']
@@ -433,7 +454,7 @@ class Coordinator:
                         task['weights_address'] = self._weights_address
                     self._task_state[task['task_id']] = TaskState(task['task_id'])
                     if self._interaction.send_collector_task(task):
-                        self.info(f"collector task {task['task_id']} handed to {task.get('collector_id')}")
+                        self.info(f'collector task {task["task_id"]} handed to {task.get("collector_id")}')
                         break
                     self._task_state.pop(task['task_id'], None)
                 self._wait_change(0.5)
@@ -454,7 +475,7 @@ class Coordinator:
         self._close_buffer(task['buffer_id'])
         self._notify_change()
 
-    def _close_buffer(self, buffer_id: Optional[str]) -> None:
+    def _close_buffer(self, buffer_id: str | None) -> None:
         if buffer_id is None:
             return
         with self._buffer_lock:
@@ -529,7 +550,7 @@ class Coordinator:
         return 1
 
     # ---- collector callbacks ---------------------------------------------------------------------
-    def deal_with_collector_send_data(self, task_id: str, buffer_id: str, data: List[dict]) -> None:
+    def deal_with_collector_send_data(self, task_id: str, buffer_id: str, data: list[dict]) -> None:
         """Push the sample metadata of one collector answer into its learner task's buffer."""
         names = set()
         for d in data:  # data ids come over the network: only well-formed plain file names touch the disk
@@ -566,11 +587,15 @@ class Coordinator:
         with self._commander_lock:
             shutdown = self._commander.finish_collector_task(task_id, finished_task)
         kind = 'evaluator' if finished_task.get('eval_flag') else 'collector'
-        self.info(f"{kind} task {task_id} finished: episodes {finished_task.get('episode_count')}, steps "
-                  f"{finished_task.get('step_count')}, reward_mean {finished_task.get('reward_mean')}")
+        self.info(
+            f'{kind} task {task_id} finished: episodes {finished_task.get("episode_count")}, steps '
+            f'{finished_task.get("step_count")}, reward_mean {finished_task.get("reward_mean")}'
+        )
         if shutdown:
-            self._shutdown(getattr(self._commander, 'end_reason', '') or 'the commander ended the run',
-                           solved=bool(getattr(self._commander, 'solved', False)))
+            self._shutdown(
+                getattr(self._commander, 'end_reason', '') or 'the commander ended the run',
+                solved=bool(getattr(self._commander, 'solved', False)),
+            )
         else:
             self._check_limits()
         self._notify_change()
@@ -580,8 +605,9 @@ class Coordinator:
         self._task_fail(task, reason, 'collector')
 
     # ---- learner callbacks -----------------------------------------------------------------------
-    def deal_with_learner_get_data(self, task_id: str, buffer_id: str, batch_size: int,
-                                   cur_learner_iter: int) -> Optional[List[dict]]:
+    def deal_with_learner_get_data(
+        self, task_id: str, buffer_id: str, batch_size: int, cur_learner_iter: int
+    ) -> list[dict] | None:
         """``batch_size`` metadata for the learner (stale ones filtered by the buffer), or None if too few yet."""
         buffer = self.replay_buffer(buffer_id)
         if buffer is None or self._paused:  # paused: the learner waits for data, i.e. between iterations
@@ -648,8 +674,10 @@ class Coordinator:
         if count % self._log_every_iter == 0:
             buffer = self.replay_buffer(buffer_id)
             size = buffer.count() if buffer is not None else 0
-            self.info(f'learner task {task_id}: iter {self.train_iter}, policy lag {self.policy_lag}, '
-                      f'buffer {size}, stale dropped {self.stale_dropped}')
+            self.info(
+                f'learner task {task_id}: iter {self.train_iter}, policy lag {self.policy_lag}, '
+                f'buffer {size}, stale dropped {self.stale_dropped}'
+            )
         self._check_limits()
 
     def deal_with_learner_judge_finish(self, task_id: str, info: dict) -> bool:
@@ -674,8 +702,13 @@ class Coordinator:
     def _task_fail(self, task: dict, reason: str, kind: str) -> None:
         task_id = task['task_id']
         self._task_state.pop(task_id, None)
-        record = {'task_id': task_id, 'kind': kind, 'worker': task.get(f'{kind}_id'), 'reason': reason,
-                  'time': time.time()}
+        record = {
+            'task_id': task_id,
+            'kind': kind,
+            'worker': task.get(f'{kind}_id'),
+            'reason': reason,
+            'time': time.time(),
+        }
         with self._stats_lock:
             self.failed_tasks.append(record)
         if self._end_flag:
@@ -689,23 +722,28 @@ class Coordinator:
             else:
                 self._give_up_collector_task(task)
             return
-        self.error(f"{kind} task {task_id} failed on {task.get(f'{kind}_id')} ({reason}); reassigning "
-                   f"(attempt {tries + 1})")
+        self.error(
+            f'{kind} task {task_id} failed on {task.get(f"{kind}_id")} ({reason}); reassigning (attempt {tries + 1})'
+        )
         task = dict(task)
         task.pop(f'{kind}_id', None)
         task.pop('resource_info', None)
         if kind == 'learner':
             # The new learner loads its own newest checkpoint of this run (or of the resumed one), else
             # the last published weights.
-            task['resume'] = {'policy_name': task.get('policy_name'), 'last_iter': self.train_iter,
-                              'checkpoint': 'auto', 'not_before': None if self._resume else self._run_started}
+            task['resume'] = {
+                'policy_name': task.get('policy_name'),
+                'last_iter': self.train_iter,
+                'checkpoint': 'auto',
+                'not_before': None if self._resume else self._run_started,
+            }
         task_queue = self._learner_task_queue if kind == 'learner' else self._collector_task_queue
         # A short pause before the retry: a worker that refuses a task at once must not make a busy loop.
         timer = threading.Timer(float(self._coor_cfg.retry_delay), self._requeue, args=(task_queue, task))
         timer.daemon = True
         timer.start()
 
-    def _requeue(self, task_queue: 'queue.Queue', task: dict) -> None:
+    def _requeue(self, task_queue: queue.Queue, task: dict) -> None:
         if not self._end_flag:
             task_queue.put((task, time.time()))
             self._notify_change()
@@ -732,23 +770,34 @@ class Coordinator:
         learn_cfg = self._cfg.main.policy.learn
         buffer_size = self._cfg.main.policy.get('other', {}).get('replay_buffer', {}).get('replay_buffer_size')
 
-        def check_batch(value: int, pending: Dict[str, Any]) -> Optional[str]:
+        def check_batch(value: int, pending: dict[str, Any]) -> str | None:
             if isinstance(buffer_size, int) and value > buffer_size:
-                return (f'batch_size = {value} must not exceed policy.other.replay_buffer.replay_buffer_size = '
-                        f'{buffer_size}')
+                return (
+                    f'batch_size = {value} must not exceed policy.other.replay_buffer.replay_buffer_size = '
+                    f'{buffer_size}'
+                )
             return None
 
         # Forwarded to the learner with the next learn task; its run control applies them between iterations
         # (loss weights exist only where the policy config has them, e.g. PPO / A2C, not DQN).
-        for key, kind in (('learning_rate', float), ('entropy_weight', float), ('value_weight', float),
-                          ('batch_size', int)):
+        for key, kind in (
+            ('learning_rate', float),
+            ('entropy_weight', float),
+            ('value_weight', float),
+            ('batch_size', int),
+        ):
             value = learn_cfg.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                runtime.register_tunable(key, lambda k=key, t=kind: t(learn_cfg[k]), self._forward_tune(key, kind),
-                                         check_batch if key == 'batch_size' else None)
+                runtime.register_tunable(
+                    key,
+                    lambda k=key, t=kind: t(learn_cfg[k]),
+                    self._forward_tune(key, kind),
+                    check_batch if key == 'batch_size' else None,
+                )
         if self._max_samples_per_iter is not None:
-            runtime.register_tunable('max_samples_per_iter', lambda: self._max_samples_per_iter,
-                                     self._set_max_samples_per_iter)
+            runtime.register_tunable(
+                'max_samples_per_iter', lambda: self._max_samples_per_iter, self._set_max_samples_per_iter
+            )
         self._register_eps_tunables(runtime)
         control.on_terminate = self._terminate_by_control
 
@@ -759,6 +808,7 @@ class Coordinator:
             self._tuned_keys.add(key)
             with self._tune_lock:
                 self._learner_tune[key] = kind(value)
+
         return set_
 
     def _set_max_samples_per_iter(self, value: float) -> None:
@@ -776,7 +826,7 @@ class Coordinator:
             return
         from ding.rl_utils import get_epsilon_greedy_fn
 
-        def check_eps(value: Any, pending: Dict[str, Any]) -> Optional[str]:
+        def check_eps(value: Any, pending: dict[str, Any]) -> str | None:
             start, end = pending.get('eps.start', eps_cfg.start), pending.get('eps.end', eps_cfg.end)
             return f'eps.end = {end} must not exceed eps.start = {start}' if end > start else None
 
@@ -784,13 +834,19 @@ class Coordinator:
             def set_(value: Any) -> None:
                 with self._commander_lock:  # the next collector task's epsilon comes from the new schedule
                     eps_cfg[field] = value
-                    policy.epsilon_greedy = get_epsilon_greedy_fn(eps_cfg.start, eps_cfg.end, eps_cfg.decay,
-                                                                  eps_cfg.type)
+                    policy.epsilon_greedy = get_epsilon_greedy_fn(
+                        eps_cfg.start, eps_cfg.end, eps_cfg.decay, eps_cfg.type
+                    )
+
             return set_
 
         for field in ('start', 'end', 'decay'):
-            runtime.register_tunable(f'eps.{field}', lambda f=field: eps_cfg[f], setter(field),
-                                     check_eps if field in ('start', 'end') else None)
+            runtime.register_tunable(
+                f'eps.{field}',
+                lambda f=field: eps_cfg[f],
+                setter(field),
+                check_eps if field in ('start', 'end') else None,
+            )
 
     def poll_service(self) -> str:
         """Between rounds (the pipeline's supervise loop): apply tunes, pause / resume the task flow, honour
@@ -808,8 +864,9 @@ class Coordinator:
         paused = state in ('pausing', 'paused')
         if paused != self._paused:
             self._paused = paused
-            self.info('paused by run control: no new tasks, no data to the learner' if paused else
-                      'resumed by run control')
+            self.info(
+                'paused by run control: no new tasks, no data to the learner' if paused else 'resumed by run control'
+            )
             self._notify_change()
             with self._data_arrived:
                 self._data_arrived.notify_all()
@@ -817,12 +874,13 @@ class Coordinator:
             self.service.metrics.set_env_steps(self.env_step)
         return state
 
-    def _terminate_by_control(self) -> Dict[str, Any]:
+    def _terminate_by_control(self) -> dict[str, Any]:
         """``on_terminate``: end the run and close the tasks (the learner's close writes its final checkpoint)."""
         self._shutdown('terminated by run control')
         self.close()
         from ding.entry.resume import experiment_ckpt_dir, newest_valid_checkpoint
-        out: Dict[str, Any] = {'train_iter': self.train_iter}
+
+        out: dict[str, Any] = {'train_iter': self.train_iter}
         for name in self._cfg.system.get('learner', {}):
             path = newest_valid_checkpoint(experiment_ckpt_dir(self._exp_name, name), not_before=self._run_started)
             if path:
@@ -834,9 +892,9 @@ class Coordinator:
         address = answer.get('weights_address') if isinstance(answer, dict) else None
         if address and address != self._weights_address:
             self._weights_address = address
-            self.info(f"learner {task.get('learner_id')} serves its weights at {address}")
+            self.info(f'learner {task.get("learner_id")} serves its weights at {address}')
 
-    def learner_task_extra(self, task_id: str) -> Optional[Dict[str, Any]]:
+    def learner_task_extra(self, task_id: str) -> dict[str, Any] | None:
         """Fields for the next learn task's task_info: tunes for the learner (sent once)."""
         if not self._learner_tune:
             return None
@@ -860,7 +918,7 @@ class Coordinator:
     def error(self, s: str) -> None:
         self._logger.error(f'[Coordinator] {s}')
 
-    def summary(self) -> Dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """Figures of the run so far."""
         with self._stats_lock:
             return {
@@ -874,8 +932,8 @@ class Coordinator:
                 'best_eval_return': self.best_eval_return,
                 'policy_lag': dict(self.policy_lag),
                 'stale_dropped': self.stale_dropped,
-                'buffer_stale_removed': self.buffer_stale_removed + sum(
-                    int(getattr(b, 'staleness_remove_count', 0) or 0) for b in list(self._replay_buffer.values())),
+                'buffer_stale_removed': self.buffer_stale_removed
+                + sum(int(getattr(b, 'staleness_remove_count', 0) or 0) for b in list(self._replay_buffer.values())),
                 'failed_tasks': list(self.failed_tasks),
                 'wall_time': (time.time() - self.start_time) if self.start_time else 0.0,
             }

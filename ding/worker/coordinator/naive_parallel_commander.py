@@ -1,13 +1,22 @@
 """The ``naive`` commander: a fixed amount of work, then the end of the run (smoke tests, throughput runs)."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.registry import COMMANDER_REGISTRY
-from .base_parallel_commander import (BaseCommander, TaskSpace, command_info, command_policy, get_task_uid,
-                                      make_collector_task, make_learner_task)
+
+from .base_parallel_commander import (
+    BaseCommander,
+    TaskSpace,
+    command_info,
+    command_policy,
+    get_task_uid,
+    make_collector_task,
+    make_learner_task,
+)
 
 
 @COMMANDER_REGISTRY.register('naive')
@@ -44,15 +53,15 @@ class NaiveCommander(BaseCommander):
         self._learner_task_count = 0
         self._collector_task_finish_count = 0
         self._learner_task_finish_count = 0
-        self._learner_info: Dict[str, Any] = {'learner_step': 0}
+        self._learner_info: dict[str, Any] = {'learner_step': 0}
         self._total_collector_env_step = 0
-        self._current_learner_task_id: Optional[str] = None
-        self._current_buffer_id: Optional[str] = None
-        self._current_policy_name: Optional[str] = None
+        self._current_learner_task_id: str | None = None
+        self._current_buffer_id: str | None = None
+        self._current_policy_name: str | None = None
         self._end_flag = False
         self.best_eval_return = float('-inf')
 
-    def get_learner_task(self) -> Optional[dict]:
+    def get_learner_task(self) -> dict | None:
         if self._end_flag or self._learner_task_count >= self._learner_task_num:
             return None
         if not self._learner_task_space.acquire_space():
@@ -64,7 +73,7 @@ class NaiveCommander(BaseCommander):
         self._current_policy_name = f'policy_{task_id}'
         return make_learner_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name)
 
-    def get_collector_task(self) -> Optional[dict]:
+    def get_collector_task(self) -> dict | None:
         if self._end_flag or self._current_buffer_id is None:
             return None
         if self._collector_task_count >= self._collector_task_num:
@@ -78,8 +87,15 @@ class NaiveCommander(BaseCommander):
             info = command_info(int(self._learner_info.get('learner_step', 0)), self._total_collector_env_step)
             policy_kwargs = dict(self._policy.get_setting_collect(info))
         task_id = f'collector_task_{get_task_uid()}'
-        return make_collector_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name,
-                                   self._current_learner_task_id, False, policy_kwargs)
+        return make_collector_task(
+            self._cfg,
+            task_id,
+            self._current_buffer_id,
+            self._current_policy_name,
+            self._current_learner_task_id,
+            False,
+            policy_kwargs,
+        )
 
     def _collector_done(self) -> bool:
         self._collector_task_space.release_space()
@@ -93,7 +109,7 @@ class NaiveCommander(BaseCommander):
         self._total_collector_env_step += int(finished_task.get('step_count', 0))
         return self._collector_done()
 
-    def finish_learner_task(self, task_id: str, finished_task: dict) -> Optional[str]:
+    def finish_learner_task(self, task_id: str, finished_task: dict) -> str | None:
         self._learner_task_space.release_space()
         self._learner_task_finish_count += 1
         buffer_id = finished_task.get('buffer_id', self._current_buffer_id)

@@ -1,9 +1,10 @@
 """Which learners and collectors the coordinator may give a task to right now."""
+
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Optional
+from typing import Any
 
 WORKER_TYPES = ('collector', 'learner')
 
@@ -19,16 +20,16 @@ class NaiveResourceManager:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         # worker_id -> resource info, ordered from longest idle to most recently freed
-        self._idle: Dict[str, 'OrderedDict[str, Dict[str, Any]]'] = {k: OrderedDict() for k in WORKER_TYPES}
+        self._idle: dict[str, OrderedDict[str, dict[str, Any]]] = {k: OrderedDict() for k in WORKER_TYPES}
         # worker_id -> (resource info, task_id)
-        self._busy: Dict[str, Dict[str, Any]] = {k: {} for k in WORKER_TYPES}
+        self._busy: dict[str, dict[str, Any]] = {k: {} for k in WORKER_TYPES}
 
     @staticmethod
     def _check(name: str) -> None:
         if name not in WORKER_TYPES:
             raise KeyError(f"resource manager: unknown worker type '{name}', expected one of {WORKER_TYPES}")
 
-    def update(self, name: str, worker_id: str, resource_info: Dict[str, Any]) -> None:
+    def update(self, name: str, worker_id: str, resource_info: dict[str, Any]) -> None:
         """Record ``worker_id`` as connected and idle (its ``resource_info`` as reported by the 'resource' task)."""
         self._check(name)
         with self._lock:
@@ -36,7 +37,7 @@ class NaiveResourceManager:
             self._idle[name].pop(worker_id, None)
             self._idle[name][worker_id] = dict(resource_info or {})
 
-    def _assign(self, name: str, task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def _assign(self, name: str, task: dict[str, Any]) -> dict[str, Any] | None:
         with self._lock:
             if not self._idle[name]:
                 return None
@@ -44,11 +45,11 @@ class NaiveResourceManager:
             self._busy[name][worker_id] = (info, task.get('task_id'))
             return {f'{name}_id': worker_id, 'resource_info': info}
 
-    def assign_collector(self, collector_task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def assign_collector(self, collector_task: dict[str, Any]) -> dict[str, Any] | None:
         """``{'collector_id', 'resource_info'}`` of the collector idle the longest, now busy; None if none is idle."""
         return self._assign('collector', collector_task)
 
-    def assign_learner(self, learner_task: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    def assign_learner(self, learner_task: dict[str, Any]) -> dict[str, Any] | None:
         """``{'learner_id', 'resource_info'}`` of the learner idle the longest, now busy; None if none is idle."""
         return self._assign('learner', learner_task)
 
@@ -87,7 +88,7 @@ class NaiveResourceManager:
         with self._lock:
             return len(self._idle[name])
 
-    def snapshot(self) -> Dict[str, Dict[str, Any]]:
+    def snapshot(self) -> dict[str, dict[str, Any]]:
         """``{type: {'idle': [...], 'busy': {worker: task_id}}}`` for logs and tests."""
         with self._lock:
             return {

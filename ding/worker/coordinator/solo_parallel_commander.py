@@ -1,15 +1,24 @@
 """The ``solo`` commander: one learner task, collector tasks on every free collector, periodic evaluation,
 and the end of the run when an evaluation reaches ``env.stop_value``."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.registry import COMMANDER_REGISTRY
-from .base_parallel_commander import (BaseCommander, TaskSpace, command_info, command_policy, get_task_uid,
-                                      make_collector_task, make_learner_task)
+
+from .base_parallel_commander import (
+    BaseCommander,
+    TaskSpace,
+    command_info,
+    command_policy,
+    get_task_uid,
+    make_collector_task,
+    make_learner_task,
+)
 
 
 @COMMANDER_REGISTRY.register('solo')
@@ -42,17 +51,17 @@ class SoloCommander(BaseCommander):
         self._stop_value = cfg.env.get('stop_value', None)
         self._policy = command_policy(cfg)
 
-        self._learner_info: Dict[str, Any] = {'learner_step': 0}
+        self._learner_info: dict[str, Any] = {'learner_step': 0}
         self._total_collector_env_step = 0
         self._collector_task_count = 0
-        self._current_learner_task_id: Optional[str] = None
-        self._current_buffer_id: Optional[str] = None
-        self._current_policy_name: Optional[str] = None
+        self._current_learner_task_id: str | None = None
+        self._current_buffer_id: str | None = None
+        self._current_policy_name: str | None = None
         self._last_eval_time = 0.0
-        self._eval_running: Optional[str] = None  # task_id of the running evaluation
-        self._eval_history: List[Dict[str, Any]] = []
+        self._eval_running: str | None = None  # task_id of the running evaluation
+        self._eval_history: list[dict[str, Any]] = []
         self.best_eval_return = float('-inf')
-        self.last_eval_return: Optional[float] = None
+        self.last_eval_return: float | None = None
         self._end_flag = False
         self._logger = None
         self._tb_logger = None
@@ -61,12 +70,14 @@ class SoloCommander(BaseCommander):
     def _log(self) -> Any:
         if self._logger is None:
             from ding.utils.log_helper import build_logger
-            self._logger, self._tb_logger = build_logger(f'./{self._cfg.exp_name}/log/commander', 'commander',
-                                                         need_tb=True, to_console=False)
+
+            self._logger, self._tb_logger = build_logger(
+                f'./{self._cfg.exp_name}/log/commander', 'commander', need_tb=True, to_console=False
+            )
         return self._logger
 
     # ---- tasks -----------------------------------------------------------------------------------
-    def get_learner_task(self) -> Optional[dict]:
+    def get_learner_task(self) -> dict | None:
         if self._end_flag or not self._learner_task_space.acquire_space():
             return None
         task_id = f'learner_task_{get_task_uid()}'
@@ -78,7 +89,7 @@ class SoloCommander(BaseCommander):
         self._last_eval_time = time.time()
         return make_learner_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name)
 
-    def get_collector_task(self) -> Optional[dict]:
+    def get_collector_task(self) -> dict | None:
         if self._end_flag or self._current_buffer_id is None:
             return None
         if not self._collector_task_space.acquire_space():
@@ -89,13 +100,20 @@ class SoloCommander(BaseCommander):
         if eval_flag:
             self._last_eval_time = now
             self._eval_running = task_id
-            policy_kwargs: Dict[str, Any] = {}
+            policy_kwargs: dict[str, Any] = {}
         else:
             info = command_info(int(self._learner_info.get('learner_step', 0)), self._total_collector_env_step)
             policy_kwargs = dict(self._policy.get_setting_collect(info))
         self._collector_task_count += 1
-        return make_collector_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name,
-                                   self._current_learner_task_id, eval_flag, policy_kwargs)
+        return make_collector_task(
+            self._cfg,
+            task_id,
+            self._current_buffer_id,
+            self._current_policy_name,
+            self._current_learner_task_id,
+            eval_flag,
+            policy_kwargs,
+        )
 
     # ---- results ---------------------------------------------------------------------------------
     def finish_collector_task(self, task_id: str, finished_task: dict) -> bool:
@@ -108,8 +126,7 @@ class SoloCommander(BaseCommander):
                 self._eval_running = None
         else:
             self._total_collector_env_step += int(finished_task.get('step_count', 0))
-        numbers = {k: v for k, v in finished_task.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        numbers = {k: v for k, v in finished_task.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         logger = self._log()
         logger.info(f'[{kind.upper()}] task {task_id} ends: ' + ', '.join(f'{k}={v}' for k, v in numbers.items()))
         if self._tb_logger is not None:
@@ -122,8 +139,15 @@ class SoloCommander(BaseCommander):
         reward_mean = float(finished_task.get('reward_mean', float('-inf')))
         self.last_eval_return = reward_mean
         self.best_eval_return = max(self.best_eval_return, reward_mean)
-        self._eval_history.append({'task_id': task_id, 'reward_mean': reward_mean, 'policy_iter': train_iter,
-                                   'envstep': self._total_collector_env_step, 'time': time.time()})
+        self._eval_history.append(
+            {
+                'task_id': task_id,
+                'reward_mean': reward_mean,
+                'policy_iter': train_iter,
+                'envstep': self._total_collector_env_step,
+                'time': time.time(),
+            }
+        )
         if self._stop_value is not None and reward_mean >= self._stop_value:
             self._end_reason = f'evaluation return {reward_mean} reached the stop value {self._stop_value}'
             logger.info(self._end_reason + ': the run ends')
@@ -132,7 +156,7 @@ class SoloCommander(BaseCommander):
             return True
         return False
 
-    def finish_learner_task(self, task_id: str, finished_task: dict) -> Optional[str]:
+    def finish_learner_task(self, task_id: str, finished_task: dict) -> str | None:
         self._learner_task_space.release_space()
         buffer_id = finished_task.get('buffer_id', self._current_buffer_id)
         if task_id == self._current_learner_task_id:
@@ -160,13 +184,15 @@ class SoloCommander(BaseCommander):
     def total_collector_env_step(self) -> int:
         return self._total_collector_env_step
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """The counters a resumed run continues from (the env steps drive the collect settings, e.g. epsilon)."""
         best = self.best_eval_return
-        return {'total_collector_env_step': self._total_collector_env_step,
-                'best_eval_return': best if best > float('-inf') else None}  # JSON has no -inf
+        return {
+            'total_collector_env_step': self._total_collector_env_step,
+            'best_eval_return': best if best > float('-inf') else None,
+        }  # JSON has no -inf
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self._total_collector_env_step = int(state.get('total_collector_env_step') or 0)
         best = state.get('best_eval_return')
         self.best_eval_return = float(best) if best is not None else float('-inf')
@@ -176,12 +202,13 @@ class SoloCommander(BaseCommander):
         return int(self._learner_info.get('learner_step', 0))
 
     @property
-    def eval_history(self) -> List[Dict[str, Any]]:
+    def eval_history(self) -> list[dict[str, Any]]:
         return list(self._eval_history)
 
     def close(self) -> None:
         if self._logger is not None:
             from ding.utils.log_helper import close_logger
+
             close_logger(self._logger)
             self._logger = None
         if self._tb_logger is not None:

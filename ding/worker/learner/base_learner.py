@@ -4,6 +4,7 @@ Serial use: ``learner.train(batch, envstep)`` once per update (plus ``call_hook(
 ``call_hook('after_run')`` around the whole run). Parallel use: set ``learner.get_data`` and call
 ``start()``, which pulls batches from an ``AsyncDataLoader`` for ``train_iterations`` iterations.
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,7 +12,7 @@ import signal
 import threading
 import traceback
 from time import perf_counter
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import torch.distributed as dist
 from easydict import EasyDict
@@ -19,8 +20,16 @@ from easydict import EasyDict
 from ding.utils.default_helper import CountVar, LogDict
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
-from .learner_hook import (POSITIONS, LearnerHook, add_learner_hook, build_learner_hook_by_cfg, iterations_done,
-                           merge_hooks, write_checkpoint)
+
+from .learner_hook import (
+    POSITIONS,
+    LearnerHook,
+    add_learner_hook,
+    build_learner_hook_by_cfg,
+    iterations_done,
+    merge_hooks,
+    write_checkpoint,
+)
 from .nan_guard import build_nan_guard_hook
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -31,7 +40,7 @@ def _identity(batch: Any) -> Any:
     return batch
 
 
-def _deep_merge(base: Dict[str, Any], override: Dict[str, Any]) -> Dict[str, Any]:
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     for k, v in override.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict):
             _deep_merge(base[k], v)
@@ -44,12 +53,12 @@ class LearnerMonitor:
     """Per-key running sums of the scalar log values since the last log show."""
 
     def __init__(self) -> None:
-        self.sums: Dict[str, float] = {}
-        self.counts: Dict[str, int] = {}
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
         self.iters = 0
         self.since = perf_counter()
 
-    def update(self, scalars: Dict[str, Any]) -> None:
+    def update(self, scalars: dict[str, Any]) -> None:
         """Add one iteration's scalar values (non-numbers are skipped)."""
         sums, counts = self.sums, self.counts
         for k, v in scalars.items():
@@ -62,11 +71,11 @@ class LearnerMonitor:
         """Mean of ``key`` since the last ``clear()``; KeyError when it was never reported."""
         return self.sums[key] / self.counts[key]
 
-    def averages(self, keys: Optional[List[str]] = None) -> Dict[str, float]:
+    def averages(self, keys: list[str] | None = None) -> dict[str, float]:
         keys = list(self.sums) if keys is None else keys
         return {k: self.sums[k] / self.counts[k] for k in keys if self.counts.get(k)}
 
-    def clear(self, since: Optional[float] = None) -> None:
+    def clear(self, since: float | None = None) -> None:
         """Start a new window (at ``since``, a ``perf_counter()`` value, default now)."""
         self.sums.clear()
         self.counts.clear()
@@ -74,7 +83,7 @@ class LearnerMonitor:
         self.since = perf_counter() if since is None else since
 
 
-def _dist_info() -> Tuple[int, int]:
+def _dist_info() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
@@ -112,12 +121,19 @@ class BaseLearner:
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Optional[Dict[str, Any]] = None, policy: Any = None, tb_logger: Any = None,
-                 dist_info: Optional[Tuple[int, int]] = None, exp_name: str = 'default_experiment',
-                 instance_name: str = 'learner') -> None:
+    def __init__(
+        self,
+        cfg: dict[str, Any] | None = None,
+        policy: Any = None,
+        tb_logger: Any = None,
+        dist_info: tuple[int, int] | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'learner',
+    ) -> None:
         if cfg is not None and not isinstance(cfg, dict):
-            raise TypeError(f"BaseLearner: cfg must be a dict (the policy.learn.learner section), "
-                            f"got {type(cfg).__name__}")
+            raise TypeError(
+                f'BaseLearner: cfg must be a dict (the policy.learn.learner section), got {type(cfg).__name__}'
+            )
         self._cfg = EasyDict(_deep_merge(dict(copy.deepcopy(self.config)), dict(cfg or {})))
         iters = self._cfg.train_iterations
         if isinstance(iters, bool) or not isinstance(iters, (int, float)) or iters < 0 or iters != int(iters):
@@ -131,15 +147,15 @@ class BaseLearner:
             try:
                 self._rank, self._world_size = (int(x) for x in dist_info)
             except (TypeError, ValueError):
-                raise ValueError(f"BaseLearner: dist_info must be (rank, world_size), got {dist_info!r}") from None
+                raise ValueError(f'BaseLearner: dist_info must be (rank, world_size), got {dist_info!r}') from None
         if self._world_size > 1 and not self._cfg.hook.get('log_reduce_after_iter'):
             self._cfg.hook.log_reduce_after_iter = True
 
         # Hooks first: a bad hook config fails before any file is opened.
-        self._hooks: Dict[str, List[LearnerHook]] = {p: [] for p in POSITIONS}
+        self._hooks: dict[str, list[LearnerHook]] = {p: [] for p in POSITIONS}
         self._nan_guard: Any = None  # set by the NaN guard hook when it attaches (before_run)
         # name -> getter of extra state written into every checkpoint (see write_checkpoint).
-        self.checkpoint_extras: Dict[str, Any] = {}
+        self.checkpoint_extras: dict[str, Any] = {}
         self._setup_hook()
 
         self._log_dir = f'./{exp_name}/log/{instance_name}'
@@ -150,18 +166,18 @@ class BaseLearner:
 
         self._log_buffer = {'scalar': LogDict(), 'scalars': LogDict(), 'histogram': LogDict()}
         self._monitor = LearnerMonitor()
-        self._hook_time: Dict[str, list] = {}  # hook name -> [seconds, calls, position] since last show
+        self._hook_time: dict[str, list] = {}  # hook name -> [seconds, calls, position] since last show
         self._last_iter = CountVar(0)
         self._collector_envstep = 0
-        self._priority_info: Dict[str, Any] = {}
-        self._ckpt_name: Optional[str] = None
-        self._last_ckpt: Optional[Tuple[int, str]] = None
+        self._priority_info: dict[str, Any] = {}
+        self._ckpt_name: str | None = None
+        self._last_ckpt: tuple[int, str] | None = None
         self._config_hash = ''
         self._in_after_iter = False
         self._end_flag = False
         self._learner_done = False
         self._closed = False
-        self._stop_signal: Optional[int] = None
+        self._stop_signal: int | None = None
         self._dataloader = None
         self._policy = None
         if policy is not None:
@@ -183,7 +199,7 @@ class BaseLearner:
         """Run the hooks of position ``name`` in order, timing each one."""
         hooks = self._hooks.get(name)
         if hooks is None:
-            raise ValueError(f"call_hook: unknown position {name!r}; valid positions are {list(self._hooks)}")
+            raise ValueError(f'call_hook: unknown position {name!r}; valid positions are {list(self._hooks)}')
         times = self._hook_time
         for hook in hooks:
             t0 = perf_counter()
@@ -197,7 +213,7 @@ class BaseLearner:
                 rec[1] += 1
 
     # ---- training ------------------------------------------------------------------------------------
-    def train(self, data: Any, envstep: int = -1, policy_kwargs: Optional[Dict[str, Any]] = None) -> Any:
+    def train(self, data: Any, envstep: int = -1, policy_kwargs: dict[str, Any] | None = None) -> Any:
         """One iteration: ``before_iter`` hooks, ``policy.forward(data)``, log routing, ``after_iter`` hooks.
 
         ``data`` is a list of sample dicts or a collated batch dict. ``envstep`` >= 0 updates
@@ -207,7 +223,7 @@ class BaseLearner:
         """
         policy = self._policy
         if policy is None:
-            raise RuntimeError("BaseLearner.train: no policy; set learner.policy = policy.learn_mode first")
+            raise RuntimeError('BaseLearner.train: no policy; set learner.policy = policy.learn_mode first')
         if envstep >= 0:
             self._collector_envstep = envstep
         hooks = self._hooks
@@ -231,11 +247,13 @@ class BaseLearner:
                 self._record(elem)
                 self._end_iter(hooks['after_iter'])
         else:
-            raise TypeError(f"BaseLearner.train: policy forward must return a dict (or a list of dicts) "
-                            f"of log values, got {type(log_vars).__name__}")
+            raise TypeError(
+                f'BaseLearner.train: policy forward must return a dict (or a list of dicts) '
+                f'of log values, got {type(log_vars).__name__}'
+            )
         return log_vars
 
-    def _end_iter(self, after_iter: List[LearnerHook]) -> None:
+    def _end_iter(self, after_iter: list[LearnerHook]) -> None:
         if after_iter:
             self._in_after_iter = True
             times = self._hook_time
@@ -255,7 +273,7 @@ class BaseLearner:
                 self._in_after_iter = False
         self._last_iter.add(1)
 
-    def _record(self, log_vars: Dict[str, Any]) -> None:
+    def _record(self, log_vars: dict[str, Any]) -> None:
         """Route ``[histogram]`` / ``[scalars]`` keys to their buffers, the rest to the scalar buffer."""
         scalar = self._log_buffer['scalar']
         set_plain = dict.__setitem__  # python floats need none of LogDict's conversions
@@ -272,9 +290,9 @@ class BaseLearner:
         if routed is not None:
             for k in routed:
                 if k.startswith('[histogram]'):
-                    self._log_buffer['histogram'][k[len('[histogram]'):]] = log_vars.pop(k)
+                    self._log_buffer['histogram'][k[len('[histogram]') :]] = log_vars.pop(k)
                 elif k.startswith('[scalars]'):
-                    self._log_buffer['scalars'][k[len('[scalars]'):]] = log_vars.pop(k)
+                    self._log_buffer['scalars'][k[len('[scalars]') :]] = log_vars.pop(k)
                 else:  # some other bracketed name: an ordinary scalar
                     scalar[k] = log_vars[k]
 
@@ -294,18 +312,26 @@ class BaseLearner:
         """Build the ``AsyncDataLoader`` ``start()`` reads from, over ``self.get_data(batch_size)``."""
         get_data = getattr(self, 'get_data', None)
         if get_data is None:
-            raise RuntimeError("BaseLearner.setup_dataloader: set learner.get_data = fn(batch_size) first "
-                               "(the comm learner does this in parallel mode)")
+            raise RuntimeError(
+                'BaseLearner.setup_dataloader: set learner.get_data = fn(batch_size) first '
+                '(the comm learner does this in parallel mode)'
+            )
         if self._policy is None:
-            raise RuntimeError("BaseLearner.setup_dataloader: no policy; set learner.policy first")
+            raise RuntimeError('BaseLearner.setup_dataloader: no policy; set learner.policy first')
         from ding.utils.data_loader import AsyncDataLoader
+
         cfg = self._cfg.dataloader
         batch_size = self._policy.get_attribute('batch_size')
         device = self._policy.get_attribute('device')
         self._dataloader = AsyncDataLoader(
-            get_data, batch_size, device, chunk_size=cfg.get('chunk_size', batch_size), collate_fn=_identity,
-            num_workers=cfg.get('num_workers', 0), queue_maxsize=cfg.get('queue_maxsize', 2),
-            refill_at=cfg.get('refill_at')
+            get_data,
+            batch_size,
+            device,
+            chunk_size=cfg.get('chunk_size', batch_size),
+            collate_fn=_identity,
+            num_workers=cfg.get('num_workers', 0),
+            queue_maxsize=cfg.get('queue_maxsize', 2),
+            refill_at=cfg.get('refill_at'),
         )
 
     def start(self) -> None:
@@ -316,7 +342,7 @@ class BaseLearner:
         exception writes ``exception_iteration_{n}``, is logged with its traceback and re-raised.
         """
         if self._policy is None:
-            raise RuntimeError("BaseLearner.start: no policy; set learner.policy first")
+            raise RuntimeError('BaseLearner.start: no policy; set learner.policy first')
         if self._dataloader is None:
             self.setup_dataloader()
         self._end_flag = False
@@ -374,7 +400,7 @@ class BaseLearner:
             if path is not None:
                 self.info(f'exception checkpoint written: {path}')
 
-    def _install_signal_handlers(self) -> Optional[Dict[int, Any]]:
+    def _install_signal_handlers(self) -> dict[int, Any] | None:
         if threading.current_thread() is not threading.main_thread():
             return None
         previous = {}
@@ -383,7 +409,7 @@ class BaseLearner:
         return previous
 
     @staticmethod
-    def _restore_signal_handlers(previous: Optional[Dict[int, Any]]) -> None:
+    def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
         if previous:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
@@ -394,7 +420,7 @@ class BaseLearner:
         self._stop_signal = signum
 
     # ---- checkpoints, logging, teardown --------------------------------------------------------------
-    def save_checkpoint(self, ckpt_name: Optional[str] = None) -> Optional[str]:
+    def save_checkpoint(self, ckpt_name: str | None = None) -> str | None:
         """Write a checkpoint now (``iteration_{n}`` unless ``ckpt_name`` is given); returns its path.
 
         Only rank 0 writes (others get None). Needs no save hook to be configured.
@@ -455,16 +481,19 @@ class BaseLearner:
             self.info(str(_policy.info()) if callable(getattr(_policy, 'info', None)) else repr(_policy))
 
     @property
-    def learn_info(self) -> Dict[str, Any]:
-        return {'learner_step': self._last_iter.val, 'priority_info': self._priority_info,
-                'learner_done': self._learner_done}
+    def learn_info(self) -> dict[str, Any]:
+        return {
+            'learner_step': self._last_iter.val,
+            'priority_info': self._priority_info,
+            'learner_done': self._learner_done,
+        }
 
     @property
-    def priority_info(self) -> Dict[str, Any]:
+    def priority_info(self) -> dict[str, Any]:
         return self._priority_info
 
     @priority_info.setter
-    def priority_info(self, value: Dict[str, Any]) -> None:
+    def priority_info(self, value: dict[str, Any]) -> None:
         self._priority_info = value
 
     @property
@@ -484,11 +513,11 @@ class BaseLearner:
         self._collector_envstep = int(value)
 
     @property
-    def log_buffer(self) -> Dict[str, LogDict]:
+    def log_buffer(self) -> dict[str, LogDict]:
         return self._log_buffer
 
     @log_buffer.setter
-    def log_buffer(self, value: Dict[str, LogDict]) -> None:
+    def log_buffer(self, value: dict[str, LogDict]) -> None:
         self._log_buffer = value
 
     @property
@@ -496,12 +525,12 @@ class BaseLearner:
         return self._monitor
 
     @property
-    def hook_time(self) -> Dict[str, list]:
+    def hook_time(self) -> dict[str, list]:
         """``{hook name: [seconds, calls, position]}`` accumulated since the last log show."""
         return self._hook_time
 
     @property
-    def hooks(self) -> Dict[str, List[LearnerHook]]:
+    def hooks(self) -> dict[str, list[LearnerHook]]:
         return self._hooks
 
     @property
@@ -526,16 +555,16 @@ class BaseLearner:
         self._nan_guard = guard
 
     @property
-    def nan_guard_events(self) -> Dict[str, int]:
+    def nan_guard_events(self) -> dict[str, int]:
         """Counts of the NaN guard's events: ``skipped_step``, ``rollback``, ``rollback_failed``."""
         return dict(self._nan_guard.events) if self._nan_guard is not None else {}
 
     @property
-    def ckpt_name(self) -> Optional[str]:
+    def ckpt_name(self) -> str | None:
         return self._ckpt_name
 
     @ckpt_name.setter
-    def ckpt_name(self, value: Optional[str]) -> None:
+    def ckpt_name(self, value: str | None) -> None:
         self._ckpt_name = value
 
     @property
@@ -568,7 +597,7 @@ class BaseLearner:
         return self._world_size
 
 
-def create_learner(cfg: Dict[str, Any], **kwargs: Any) -> BaseLearner:
+def create_learner(cfg: dict[str, Any], **kwargs: Any) -> BaseLearner:
     """Build the learner registered as ``cfg.type`` (default ``'base'``), importing ``cfg.import_names``."""
     import_module(cfg.get('import_names', []))
     return LEARNER_REGISTRY.build(cfg.get('type', 'base'), cfg=cfg, **kwargs)

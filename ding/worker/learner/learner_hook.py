@@ -8,14 +8,16 @@ A hook's ``__call__(engine)`` receives the learner. Inside an ``after_iter`` hoo
 ``engine.last_iter.val`` is still the number of the iteration that just ran (it advances after the
 hooks), so ``engine.last_iter.val + 1`` iterations are complete at that point.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from numbers import Real
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
@@ -34,7 +36,7 @@ class Hook(ABC):
 
     def __init__(self, name: str, priority: float, **kwargs: Any) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"hook name must be a non-empty string, got {name!r}")
+            raise ValueError(f'hook name must be a non-empty string, got {name!r}')
         if isinstance(priority, bool) or not isinstance(priority, Real) or math.isnan(priority):
             raise ValueError(f"hook '{name}': priority must be a number >= 0, got {priority!r}")
         if priority < 0:
@@ -62,12 +64,19 @@ class LearnerHook(Hook):
 
     positions = list(POSITIONS)
 
-    def __init__(self, name: str, priority: float, position: Optional[str] = None,
-                 ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name, priority, **kwargs)
         if position not in POSITIONS:
-            raise ValueError(f"learner hook '{name}': unknown position {position!r}; "
-                             f"valid positions are {list(POSITIONS)}")
+            raise ValueError(
+                f"learner hook '{name}': unknown position {position!r}; valid positions are {list(POSITIONS)}"
+            )
         self._position = position
         # Kept as given (not converted): EasyDict would copy lists the caller may share with the hook.
         self._ext_args = ext_args if ext_args is not None else EasyDict()
@@ -77,11 +86,11 @@ class LearnerHook(Hook):
         return self._position
 
     @property
-    def ext_args(self) -> Dict[str, Any]:
+    def ext_args(self) -> dict[str, Any]:
         return self._ext_args
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self._name!r}, priority={self._priority}, position={self._position!r})"
+        return f'{type(self).__name__}(name={self._name!r}, priority={self._priority}, position={self._position!r})'
 
 
 # ---- helpers shared by the built-in hooks and the learner ----------------------------------------------
@@ -100,11 +109,11 @@ def checkpoint_dir(engine: Any) -> str:
 def _strip_suffix(name: str) -> str:
     for suffix in _CKPT_SUFFIXES:
         if name.endswith(suffix) and len(name) > len(suffix):
-            return name[:-len(suffix)]
+            return name[: -len(suffix)]
     return name
 
 
-def write_checkpoint(engine: Any, iteration: Optional[int] = None) -> Optional[str]:
+def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
     """Write the learner's state as ``{checkpoint_dir}/{engine.ckpt_name or iteration_N}``.
 
     The state is ``policy.state_dict()`` plus ``last_iter``, ``last_step`` (collector env steps),
@@ -117,6 +126,7 @@ def write_checkpoint(engine: Any, iteration: Optional[int] = None) -> Optional[s
     if engine.policy is None:
         raise RuntimeError(f'{engine.instance_name}: cannot save a checkpoint without a policy')
     from ding.utils.checkpoint import get_rng_state, save_checkpoint
+
     if iteration is None:
         iteration = iterations_done(engine)
     dirname = checkpoint_dir(engine)
@@ -146,7 +156,7 @@ class LoadCkptHook(LearnerHook):
     ``*.pth.tar`` files (tensors only) through ``ding.utils.checkpoint.load_checkpoint``.
     """
 
-    def __init__(self, *args: Any, ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, ext_args=ext_args, **kwargs)
         path = self._ext_args.get('load_path', '')
         if path is None:
@@ -163,6 +173,7 @@ class LoadCkptHook(LearnerHook):
         if not self._load_path:
             return
         from ding.utils.checkpoint import load_checkpoint, set_rng_state
+
         state = dict(load_checkpoint(self._load_path, map_location='cpu'))
         last_iter = state.pop('last_iter', None)
         last_step = state.pop('last_step', None)
@@ -178,10 +189,14 @@ class LoadCkptHook(LearnerHook):
             set_rng_state(rng_state)
         own_hash = getattr(engine, 'config_hash', '')
         if saved_hash and own_hash and saved_hash != own_hash:
-            engine.info(f'warning: checkpoint {self._load_path} was written with config hash {saved_hash}, '
-                        f'this run has {own_hash}')
-        engine.info(f'{engine.instance_name} loaded checkpoint {self._load_path} '
-                    f'(iteration {engine.last_iter.val}, env step {engine.collector_envstep})')
+            engine.info(
+                f'warning: checkpoint {self._load_path} was written with config hash {saved_hash}, '
+                f'this run has {own_hash}'
+            )
+        engine.info(
+            f'{engine.instance_name} loaded checkpoint {self._load_path} '
+            f'(iteration {engine.last_iter.val}, env step {engine.collector_envstep})'
+        )
 
 
 class SaveCkptHook(LearnerHook):
@@ -192,7 +207,7 @@ class SaveCkptHook(LearnerHook):
     nothing is rewritten when a checkpoint of the same iteration was already written this run.
     """
 
-    def __init__(self, *args: Any, ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, ext_args=ext_args, **kwargs)
         self._freq = _positive_int(self._ext_args.get('freq', 1), f"learner hook '{self.name}': ext_args.freq")
         keep_n = self._ext_args.get('keep_n', None)
@@ -219,6 +234,7 @@ class SaveCkptHook(LearnerHook):
         write_checkpoint(engine, done)
         if self._keep_n and self._position == 'after_iter':
             from ding.utils.checkpoint import prune_checkpoints
+
             prune_checkpoints(checkpoint_dir(engine), self._keep_n, prefix='iteration_')
 
 
@@ -233,7 +249,7 @@ class LogShowHook(LearnerHook):
     ``after_run`` it shows whatever is pending.
     """
 
-    def __init__(self, *args: Any, ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, ext_args=ext_args, **kwargs)
         self._freq = _positive_int(self._ext_args.get('freq', 1), f"learner hook '{self.name}': ext_args.freq")
 
@@ -267,8 +283,10 @@ class LogShowHook(LearnerHook):
         averages = monitor.averages(names)
         elapsed = max(time.perf_counter() - monitor.since, 1e-9)
         instance = engine.instance_name
-        title = (f'=== {instance} iteration {done}: averages over {monitor.iters} iterations '
-                 f'({monitor.iters / elapsed:.1f} it/s) ===')
+        title = (
+            f'=== {instance} iteration {done}: averages over {monitor.iters} iterations '
+            f'({monitor.iters / elapsed:.1f} it/s) ==='
+        )
         hook_rows = _hook_rows(engine, elapsed)
         text = pretty_table(averages, title)
         if hook_rows:
@@ -289,6 +307,7 @@ class LogShowHook(LearnerHook):
             histograms = engine.log_buffer['histogram']
             if histograms:
                 import numpy as np
+
                 for k, v in histograms.items():
                     tb.add_histogram(f'{instance}/{k}', np.asarray(v, dtype=np.float64), done)
         # The next window starts with this call, so the time of this show (tensorboard writes, the
@@ -310,6 +329,7 @@ class LogReduceHook(LearnerHook):
     def __call__(self, engine: Any) -> None:
         import torch
         import torch.distributed as dist
+
         if not (dist.is_available() and dist.is_initialized()):
             return
         buffers = engine.log_buffer
@@ -342,11 +362,11 @@ def _is_number(v: Any) -> bool:
 
 def _positive_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Real) or value != int(value) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+        raise ValueError(f'{what} must be a positive integer, got {value!r}')
     return int(value)
 
 
-def _hook_rows(engine: Any, elapsed: float) -> List[tuple]:
+def _hook_rows(engine: Any, elapsed: float) -> list[tuple]:
     """(name, position, calls, avg ms, total ms, share of wall time %) per hook since the last show."""
     hook_time = getattr(engine, 'hook_time', None) or {}
     rows = []
@@ -356,7 +376,7 @@ def _hook_rows(engine: Any, elapsed: float) -> List[tuple]:
     return rows
 
 
-def _hook_table(rows: List[tuple]) -> str:
+def _hook_table(rows: list[tuple]) -> str:
     head = ('hook', 'position', 'calls', 'avg ms', 'total ms', 'share %')
     cells = [head] + [(r[0], r[1], str(r[2]), f'{r[3]:.4f}', f'{r[4]:.3f}', f'{r[5]:.2f}') for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
@@ -366,8 +386,12 @@ def _hook_table(rows: List[tuple]) -> str:
 
 
 # ---- registry and config --------------------------------------------------------------------------
-for _name, _cls in (('load_ckpt', LoadCkptHook), ('save_ckpt', SaveCkptHook), ('log_show', LogShowHook),
-                    ('log_reduce', LogReduceHook)):
+for _name, _cls in (
+    ('load_ckpt', LoadCkptHook),
+    ('save_ckpt', SaveCkptHook),
+    ('log_show', LogShowHook),
+    ('log_reduce', LogReduceHook),
+):
     LEARNER_HOOK_REGISTRY.register(_name, _cls)
 
 
@@ -378,7 +402,7 @@ def register_learner_hook(name: str, hook_type: type) -> None:
     LEARNER_HOOK_REGISTRY.register(name, hook_type)
 
 
-def _freq_or_off(key: str, value: Any) -> Optional[int]:
+def _freq_or_off(key: str, value: Any) -> int | None:
     if value is None or value is False or value == 0:
         return None
     return _positive_int(value, f"learner hook config '{key}'")
@@ -392,44 +416,47 @@ def _flag(key: str, value: Any) -> bool:
     return value
 
 
-def _build_log_show(key: str, value: Any, keep_n: Optional[int]) -> Optional[LearnerHook]:
+def _build_log_show(key: str, value: Any, keep_n: int | None) -> LearnerHook | None:
     freq = _freq_or_off(key, value)
     if freq is None:
         return None
-    return LEARNER_HOOK_REGISTRY.get_cls('log_show')('log_show', 20, position='after_iter',
-                                                     ext_args=EasyDict(freq=freq))
+    return LEARNER_HOOK_REGISTRY.get_cls('log_show')(
+        'log_show', 20, position='after_iter', ext_args=EasyDict(freq=freq)
+    )
 
 
-def _build_load_ckpt(key: str, value: Any, keep_n: Optional[int]) -> Optional[LearnerHook]:
+def _build_load_ckpt(key: str, value: Any, keep_n: int | None) -> LearnerHook | None:
     if value is None or value == '':
         return None
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"learner hook config '{key}' must be a checkpoint path ('' for none), got {value!r}")
-    return LEARNER_HOOK_REGISTRY.get_cls('load_ckpt')('load_ckpt', 20, position='before_run',
-                                                      ext_args=EasyDict(load_path=os.fspath(value)))
+    return LEARNER_HOOK_REGISTRY.get_cls('load_ckpt')(
+        'load_ckpt', 20, position='before_run', ext_args=EasyDict(load_path=os.fspath(value))
+    )
 
 
-def _build_save_iter(key: str, value: Any, keep_n: Optional[int]) -> Optional[LearnerHook]:
+def _build_save_iter(key: str, value: Any, keep_n: int | None) -> LearnerHook | None:
     freq = _freq_or_off(key, value)
     if freq is None:
         return None
-    return LEARNER_HOOK_REGISTRY.get_cls('save_ckpt')('save_ckpt_after_iter', 20, position='after_iter',
-                                                      ext_args=EasyDict(freq=freq, keep_n=keep_n))
+    return LEARNER_HOOK_REGISTRY.get_cls('save_ckpt')(
+        'save_ckpt_after_iter', 20, position='after_iter', ext_args=EasyDict(freq=freq, keep_n=keep_n)
+    )
 
 
-def _build_save_run(key: str, value: Any, keep_n: Optional[int]) -> Optional[LearnerHook]:
+def _build_save_run(key: str, value: Any, keep_n: int | None) -> LearnerHook | None:
     if not _flag(key, value):
         return None
     return LEARNER_HOOK_REGISTRY.get_cls('save_ckpt')('save_ckpt_after_run', 20, position='after_run')
 
 
-def _build_log_reduce(key: str, value: Any, keep_n: Optional[int]) -> Optional[LearnerHook]:
+def _build_log_reduce(key: str, value: Any, keep_n: int | None) -> LearnerHook | None:
     if not _flag(key, value):
         return None
     return LEARNER_HOOK_REGISTRY.get_cls('log_reduce')('log_reduce_after_iter', 10, position='after_iter')
 
 
-_SHORT_FORMS: Dict[str, Callable[[str, Any, Optional[int]], Optional[LearnerHook]]] = {
+_SHORT_FORMS: dict[str, Callable[[str, Any, int | None], LearnerHook | None]] = {
     'load_ckpt_before_run': _build_load_ckpt,
     'log_show_after_iter': _build_log_show,
     'save_ckpt_after_iter': _build_save_iter,
@@ -439,11 +466,10 @@ _SHORT_FORMS: Dict[str, Callable[[str, Any, Optional[int]], Optional[LearnerHook
 _FULL_FORM_KEYS = {'name', 'type', 'position', 'priority', 'ext_args'}
 
 
-def _build_full_form(key: str, value: Dict[str, Any]) -> LearnerHook:
+def _build_full_form(key: str, value: dict[str, Any]) -> LearnerHook:
     unknown = sorted(set(value) - _FULL_FORM_KEYS)
     if unknown:
-        raise ValueError(f"learner hook config '{key}': unknown field(s) {unknown}; "
-                         f"allowed: {sorted(_FULL_FORM_KEYS)}")
+        raise ValueError(f"learner hook config '{key}': unknown field(s) {unknown}; allowed: {sorted(_FULL_FORM_KEYS)}")
     missing = [f for f in ('type', 'position') if value.get(f) is None]
     if missing:
         raise ValueError(f"learner hook config '{key}': missing field(s) {missing}")
@@ -456,11 +482,12 @@ def _build_full_form(key: str, value: Dict[str, Any]) -> LearnerHook:
         raise ValueError(f"learner hook config '{key}': ext_args must be a dict, got {ext_args!r}")
     # DI-engine hooks read ext_args by attribute (ext_args.freq), as configs are EasyDicts there.
     ext_args = ext_args if isinstance(ext_args, EasyDict) else EasyDict(ext_args)
-    return cls(value.get('name', key), value.get('priority', DEFAULT_PRIORITY), position=value['position'],
-               ext_args=ext_args)
+    return cls(
+        value.get('name', key), value.get('priority', DEFAULT_PRIORITY), position=value['position'], ext_args=ext_args
+    )
 
 
-def build_learner_hook_by_cfg(hook_cfg: Dict[str, Any]) -> Dict[str, List[LearnerHook]]:
+def build_learner_hook_by_cfg(hook_cfg: dict[str, Any]) -> dict[str, list[LearnerHook]]:
     """Build ``{position: [hooks sorted by priority]}`` from a learner's ``hook`` config.
 
     Short form: ``load_ckpt_before_run=path`` ('' = none), ``log_show_after_iter=N``,
@@ -469,7 +496,7 @@ def build_learner_hook_by_cfg(hook_cfg: Dict[str, Any]) -> Dict[str, List[Learne
     Full form: any key whose value is a dict ``{type, position, name?, priority?, ext_args?}``,
     ``type`` being a name registered with ``register_learner_hook``.
     """
-    hooks: Dict[str, List[LearnerHook]] = {p: [] for p in POSITIONS}
+    hooks: dict[str, list[LearnerHook]] = {p: [] for p in POSITIONS}
     keep_n = hook_cfg.get('keep_n', None)
     if keep_n is not None and (isinstance(keep_n, bool) or not isinstance(keep_n, int) or keep_n < 0):
         raise ValueError(f"learner hook config 'keep_n' must be an int >= 0 or None, got {keep_n!r}")
@@ -481,20 +508,23 @@ def build_learner_hook_by_cfg(hook_cfg: Dict[str, Any]) -> Dict[str, List[Learne
         elif key in _SHORT_FORMS:
             hook = _SHORT_FORMS[key](key, value, keep_n)
         else:
-            raise ValueError(f"learner hook config: unknown key '{key}'; short-form keys are "
-                             f"{sorted(_SHORT_FORMS) + ['keep_n']}, a full-form hook's value must be a dict")
+            raise ValueError(
+                f"learner hook config: unknown key '{key}'; short-form keys are "
+                f"{sorted(_SHORT_FORMS) + ['keep_n']}, a full-form hook's value must be a dict"
+            )
         if hook is not None:
             add_learner_hook(hooks, hook)
     return hooks
 
 
-def add_learner_hook(hooks: Dict[str, List[LearnerHook]], hook: LearnerHook) -> None:
+def add_learner_hook(hooks: dict[str, list[LearnerHook]], hook: LearnerHook) -> None:
     """Insert ``hook`` after every hook of its position whose priority is <= its own."""
     if not isinstance(hook, LearnerHook):
-        raise TypeError(f"add_learner_hook: {hook!r} is not a LearnerHook")
+        raise TypeError(f'add_learner_hook: {hook!r} is not a LearnerHook')
     if hook.position not in hooks:
-        raise ValueError(f"add_learner_hook: hook '{hook.name}' has position {hook.position!r}, "
-                         f"not one of {list(hooks)}")
+        raise ValueError(
+            f"add_learner_hook: hook '{hook.name}' has position {hook.position!r}, not one of {list(hooks)}"
+        )
     bucket = hooks[hook.position]
     idx = len(bucket)
     while idx > 0 and bucket[idx - 1].priority > hook.priority:
@@ -502,19 +532,21 @@ def add_learner_hook(hooks: Dict[str, List[LearnerHook]], hook: LearnerHook) -> 
     bucket.insert(idx, hook)
 
 
-def merge_hooks(hooks1: Dict[str, List[LearnerHook]],
-                hooks2: Dict[str, List[LearnerHook]]) -> Dict[str, List[LearnerHook]]:
+def merge_hooks(
+    hooks1: dict[str, list[LearnerHook]], hooks2: dict[str, list[LearnerHook]]
+) -> dict[str, list[LearnerHook]]:
     """Merge two ``{position: [hooks]}`` dicts; at equal priority ``hooks1``'s come first."""
     if set(hooks1) != set(hooks2):
-        raise ValueError(f"merge_hooks: positions differ: {sorted(hooks1)} vs {sorted(hooks2)}")
+        raise ValueError(f'merge_hooks: positions differ: {sorted(hooks1)} vs {sorted(hooks2)}')
     # sorted() is stable, which keeps registration order among equal priorities.
     return {k: sorted(list(hooks1[k]) + list(hooks2[k]), key=lambda h: h.priority) for k in hooks1}
 
 
-def show_hooks(hooks: Dict[str, List[LearnerHook]]) -> str:
+def show_hooks(hooks: dict[str, list[LearnerHook]]) -> str:
     """Print (and return) one line per position listing its hooks in call order."""
-    lines = [f"{pos}: {[f'{h.name}({type(h).__name__}, priority={h.priority})' for h in hs]}"
-             for pos, hs in hooks.items()]
+    lines = [
+        f'{pos}: {[f"{h.name}({type(h).__name__}, priority={h.priority})" for h in hs]}' for pos, hs in hooks.items()
+    ]
     text = '\n'.join(lines)
     print(text)
     return text

@@ -21,12 +21,14 @@ Use it through the learner config (on by default)::
 or as a full-form hook ``dict(type='nan_guard', position='before_run', ext_args=dict(...))``, or
 directly with ``install_nan_guard(learner)`` for a learner driven without ``before_run``.
 """
+
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Sequence
 from numbers import Real
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 
@@ -34,8 +36,15 @@ from .learner_hook import LearnerHook, checkpoint_dir, iterations_done, register
 
 # Attribute names (``policy.get_attribute(name)``, i.e. ``policy._name``) that may hold optimizers:
 # DI-engine's single-optimizer policies use 'optimizer'; actor-critic ones split it.
-DEFAULT_OPTIMIZER_NAMES = ('optimizer', 'optimizer_actor', 'optimizer_critic', 'optimizer_q', 'optimizer_policy',
-                           'optimizer_value', 'alpha_optim')
+DEFAULT_OPTIMIZER_NAMES = (
+    'optimizer',
+    'optimizer_actor',
+    'optimizer_critic',
+    'optimizer_q',
+    'optimizer_policy',
+    'optimizer_value',
+    'alpha_optim',
+)
 
 NAN_GUARD_DEFAULTS = dict(
     enable=True,
@@ -62,36 +71,36 @@ class NanGuardError(RuntimeError):
     """Training keeps producing non-finite gradients even after rolling back; stopping is the only safe move."""
 
 
-def _check_config(cfg: Dict[str, Any], where: str) -> Dict[str, Any]:
+def _check_config(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = sorted(set(cfg) - set(NAN_GUARD_DEFAULTS) - {'optimizer_names', 'cfg_type'})
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(NAN_GUARD_DEFAULTS)}")
+        raise ValueError(f'{where}: unknown key(s) {unknown}; valid keys: {sorted(NAN_GUARD_DEFAULTS)}')
     out = dict(NAN_GUARD_DEFAULTS)
     out.update({k: v for k, v in cfg.items() if k != 'cfg_type'})
     if not isinstance(out['enable'], bool):
-        raise ValueError(f"{where}.enable must be True or False, got {out['enable']!r}")
+        raise ValueError(f'{where}.enable must be True or False, got {out["enable"]!r}')
     if not isinstance(out['rollback'], bool):
-        raise ValueError(f"{where}.rollback must be True or False, got {out['rollback']!r}")
+        raise ValueError(f'{where}.rollback must be True or False, got {out["rollback"]!r}')
     factor = out['lr_cut_factor']
     if isinstance(factor, bool) or not isinstance(factor, Real) or not (0 < factor <= 1):
-        raise ValueError(f"{where}.lr_cut_factor must be a number in (0, 1], got {factor!r}")
+        raise ValueError(f'{where}.lr_cut_factor must be a number in (0, 1], got {factor!r}')
     for key, low in (('max_consecutive_bad', 1), ('max_rollbacks', 0)):
         v = out[key]
         if isinstance(v, bool) or not isinstance(v, Real) or v != int(v) or v < low:
-            raise ValueError(f"{where}.{key} must be an integer >= {low}, got {v!r}")
+            raise ValueError(f'{where}.{key} must be an integer >= {low}, got {v!r}')
         out[key] = int(v)
     names = out.get('optimizer_names', DEFAULT_OPTIMIZER_NAMES)
     if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{where}.optimizer_names must be a list of attribute names, got {names!r}")
+        raise ValueError(f'{where}.optimizer_names must be a list of attribute names, got {names!r}')
     out['optimizer_names'] = tuple(names)
     return out
 
 
 # device -> (found-non-finite flag, a scale of exactly 1.0): the fused check's two 1-element tensors.
-CheckBuffers = Dict[Any, Tuple[torch.Tensor, torch.Tensor]]
+CheckBuffers = dict[Any, tuple[torch.Tensor, torch.Tensor]]
 
 
-def grads_finite(grads: Sequence[torch.Tensor], buffers: Optional[CheckBuffers] = None) -> bool:
+def grads_finite(grads: Sequence[torch.Tensor], buffers: CheckBuffers | None = None) -> bool:
     """True when every tensor of ``grads`` is finite, with one fused kernel and one host sync.
 
     The fused check is the one ``torch.amp.GradScaler`` uses (it also multiplies every tensor by the
@@ -149,36 +158,50 @@ def _publish(kind: str, n: int = 1) -> None:
 class NanGuard:
     """The guard's state and logic; hooks and ``install_nan_guard`` attach it to a learner."""
 
-    def __init__(self, lr_cut_factor: float = 0.5, max_consecutive_bad: int = 3, rollback: bool = True,
-                 max_rollbacks: int = 3, optimizer_names: Sequence[str] = DEFAULT_OPTIMIZER_NAMES) -> None:
-        cfg = _check_config(dict(lr_cut_factor=lr_cut_factor, max_consecutive_bad=max_consecutive_bad,
-                                 rollback=rollback, max_rollbacks=max_rollbacks, optimizer_names=optimizer_names),
-                            'nan_guard')
+    def __init__(
+        self,
+        lr_cut_factor: float = 0.5,
+        max_consecutive_bad: int = 3,
+        rollback: bool = True,
+        max_rollbacks: int = 3,
+        optimizer_names: Sequence[str] = DEFAULT_OPTIMIZER_NAMES,
+    ) -> None:
+        cfg = _check_config(
+            dict(
+                lr_cut_factor=lr_cut_factor,
+                max_consecutive_bad=max_consecutive_bad,
+                rollback=rollback,
+                max_rollbacks=max_rollbacks,
+                optimizer_names=optimizer_names,
+            ),
+            'nan_guard',
+        )
         self.lr_cut_factor = float(cfg['lr_cut_factor'])
         self.max_consecutive_bad = cfg['max_consecutive_bad']
         self.rollback_enabled = cfg['rollback']
         self.max_rollbacks = cfg['max_rollbacks']
         self.optimizer_names = cfg['optimizer_names']
-        self.events: Dict[str, int] = {k: 0 for k in EVENT_KINDS}
+        self.events: dict[str, int] = {k: 0 for k in EVENT_KINDS}
         self.consecutive_bad = 0
         self.rollbacks_since_good = 0
-        self.last_rollback_path: Optional[str] = None
+        self.last_rollback_path: str | None = None
         self._engine: Any = None
         # (name, optimizer, the step it had before wrapping)
-        self._wrapped: List[Tuple[str, torch.optim.Optimizer, Callable]] = []
+        self._wrapped: list[tuple[str, torch.optim.Optimizer, Callable]] = []
         self._skipped_this_iter = 0
         self._rollbacks_this_iter = 0
         self._rollback_pending = False
 
     @classmethod
-    def from_config(cls, cfg: Dict[str, Any], where: str = 'nan_guard') -> 'NanGuard':
+    def from_config(cls, cfg: dict[str, Any], where: str = 'nan_guard') -> NanGuard:
         c = _check_config(dict(cfg), where)
-        return cls(c['lr_cut_factor'], c['max_consecutive_bad'], c['rollback'], c['max_rollbacks'],
-                   c['optimizer_names'])
+        return cls(
+            c['lr_cut_factor'], c['max_consecutive_bad'], c['rollback'], c['max_rollbacks'], c['optimizer_names']
+        )
 
     # ---- attaching --------------------------------------------------------------------------------
     @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
+    def optimizers(self) -> list[torch.optim.Optimizer]:
         return [opt for _, opt, _ in self._wrapped]
 
     def attach(self, engine: Any) -> None:
@@ -205,8 +228,10 @@ class NanGuard:
                 continue
             self._wrap(name, opt)
         if not found:
-            engine.info(f'nan_guard: no optimizer found on the policy (looked for attributes '
-                        f'{list(self.optimizer_names)}); the guard is inactive')
+            engine.info(
+                f'nan_guard: no optimizer found on the policy (looked for attributes '
+                f'{list(self.optimizer_names)}); the guard is inactive'
+            )
 
     def _wrap(self, name: str, opt: torch.optim.Optimizer) -> None:
         original = opt.step  # a bound method (or a wrapper someone else installed)
@@ -247,9 +272,11 @@ class NanGuard:
         _publish(SKIPPED_STEP)
         engine = self._engine
         it = engine.last_iter.val if engine is not None else -1
-        msg = (f'nan_guard: non-finite gradient at iteration {it} (optimizer {name!r}): skipped the optimizer '
-               f'step, lr {old_lr:.4g} -> {_first_lr(opt):.4g}; {self.consecutive_bad}/{self.max_consecutive_bad} '
-               f'consecutive bad steps, {self.events[SKIPPED_STEP]} skipped in total')
+        msg = (
+            f'nan_guard: non-finite gradient at iteration {it} (optimizer {name!r}): skipped the optimizer '
+            f'step, lr {old_lr:.4g} -> {_first_lr(opt):.4g}; {self.consecutive_bad}/{self.max_consecutive_bad} '
+            f'consecutive bad steps, {self.events[SKIPPED_STEP]} skipped in total'
+        )
         if self.rollback_enabled and self.consecutive_bad >= self.max_consecutive_bad:
             self._rollback_pending = True
             msg += '; rolling back to the last good checkpoint after this iteration'
@@ -288,7 +315,7 @@ class NanGuard:
         self._skipped_this_iter = 0
         self._rollbacks_this_iter = 0
 
-    def rollback(self, engine: Any) -> Optional[str]:
+    def rollback(self, engine: Any) -> str | None:
         """Load the newest valid checkpoint of the learner into its policy; returns its path or None.
 
         Restores model and optimizer state and the iteration counter; keeps the current (cut)
@@ -296,11 +323,14 @@ class NanGuard:
         draws would likely replay the same bad batch).
         """
         from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
+
         self._engine = engine
         self.consecutive_bad = 0
         if self.max_rollbacks and self.rollbacks_since_good >= self.max_rollbacks:
-            msg = (f'nan_guard: {self.rollbacks_since_good} rollbacks without a single good optimizer step since; '
-                   f'training keeps diverging (last checkpoint used: {self.last_rollback_path}). Stopping.')
+            msg = (
+                f'nan_guard: {self.rollbacks_since_good} rollbacks without a single good optimizer step since; '
+                f'training keeps diverging (last checkpoint used: {self.last_rollback_path}). Stopping.'
+            )
             self._warn(msg)
             raise NanGuardError(msg)
         directory = checkpoint_dir(engine)
@@ -317,8 +347,10 @@ class NanGuard:
         if state is None:
             self.events[ROLLBACK_FAILED] += 1
             _publish(ROLLBACK_FAILED)
-            self._warn(f'nan_guard: no usable checkpoint in {directory} to roll back to; going on with the current '
-                       f'(finite) parameters and the reduced learning rate')
+            self._warn(
+                f'nan_guard: no usable checkpoint in {directory} to roll back to; going on with the current '
+                f'(finite) parameters and the reduced learning rate'
+            )
             self._tb_event(ROLLBACK_FAILED)
             return None
         last_iter = state.pop('last_iter', None)
@@ -341,8 +373,10 @@ class NanGuard:
         self.last_rollback_path = path
         self.events[ROLLBACK] += 1
         _publish(ROLLBACK)
-        self._warn(f'nan_guard: rolled back to {path} (iteration {old_iter} -> {iterations_done(engine)}) after '
-                   f'{self.max_consecutive_bad} consecutive bad steps; rollback {self.events[ROLLBACK]} in total')
+        self._warn(
+            f'nan_guard: rolled back to {path} (iteration {old_iter} -> {iterations_done(engine)}) after '
+            f'{self.max_consecutive_bad} consecutive bad steps; rollback {self.events[ROLLBACK]} in total'
+        )
         self._tb_event(ROLLBACK)
         return path
 
@@ -356,12 +390,20 @@ class NanGuardHook(LearnerHook):
     """``before_run``: attach a ``NanGuard`` (built from ``ext_args``) to the learner's optimizers and
     register its ``after_iter`` companion, which logs the per-iteration counts and runs rollbacks."""
 
-    def __init__(self, name: str = 'nan_guard', priority: float = 15, position: str = 'before_run',
-                 ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str = 'nan_guard',
+        priority: float = 15,
+        position: str = 'before_run',
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         if position != 'before_run':
-            raise ValueError(f"learner hook '{name}': the NaN guard hook runs at 'before_run' (it installs its own "
-                             f"after_iter part), got position {position!r}")
+            raise ValueError(
+                f"learner hook '{name}': the NaN guard hook runs at 'before_run' (it installs its own "
+                f'after_iter part), got position {position!r}'
+            )
         where = f"learner hook '{name}': ext_args"
         self.enabled = _check_config(dict(self._ext_args), where)['enable']
         self.guard = NanGuard.from_config(dict(self._ext_args), where=where)
@@ -386,8 +428,9 @@ class _NanGuardReportHook(LearnerHook):
         self._guard.after_iter(engine)
 
 
-def build_nan_guard_hook(cfg: Optional[Dict[str, Any]], where: str = 'policy.learn.learner.nan_guard'
-                         ) -> Optional[NanGuardHook]:
+def build_nan_guard_hook(
+    cfg: dict[str, Any] | None, where: str = 'policy.learn.learner.nan_guard'
+) -> NanGuardHook | None:
     """The learner's ``nan_guard`` config section -> a ``NanGuardHook``, or None when disabled."""
     if cfg is None:
         return None
@@ -408,5 +451,13 @@ def install_nan_guard(learner: Any, **kwargs: Any) -> NanGuard:
 
 register_learner_hook('nan_guard', NanGuardHook)
 
-__all__ = ['NanGuard', 'NanGuardHook', 'NanGuardError', 'NAN_GUARD_DEFAULTS', 'build_nan_guard_hook',
-           'install_nan_guard', 'grads_finite', 'EVENT_KINDS']
+__all__ = [
+    'NanGuard',
+    'NanGuardHook',
+    'NanGuardError',
+    'NAN_GUARD_DEFAULTS',
+    'build_nan_guard_hook',
+    'install_nan_guard',
+    'grads_finite',
+    'EVENT_KINDS',
+]

@@ -1,12 +1,14 @@
 """Prioritized replay (``advanced``): sum/min segment trees, IS weights, max_use, max_staleness, rate limits."""
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 import numpy as np
 
 from ding.utils.registry import BUFFER_REGISTRY
-from .naive_buffer import _RingBuffer, _as_list
+
+from .naive_buffer import _as_list, _RingBuffer
 from .utils import MinSegmentTree, SumSegmentTree, ThruputController
 
 # Priorities are floored here: a zero priority would make an item unreachable and the IS normaliser infinite.
@@ -19,9 +21,9 @@ def _to_float_array(value: Any, what: str) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"AdvancedReplayBuffer: {what} must be numbers, got {type(value).__name__}") from e
+        raise ValueError(f'AdvancedReplayBuffer: {what} must be numbers, got {type(value).__name__}') from e
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"AdvancedReplayBuffer: {what} must be finite and >= 0, got {arr[:8].tolist()}...")
+        raise ValueError(f'AdvancedReplayBuffer: {what} must be finite and >= 0, got {arr[:8].tolist()}...')
     return arr
 
 
@@ -66,8 +68,13 @@ class AdvancedReplayBuffer(_RingBuffer):
         ),
     )
 
-    def __init__(self, cfg: Optional[Dict] = None, tb_logger: Optional[Any] = None,
-                 exp_name: str = 'default_experiment', instance_name: str = 'buffer') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'buffer',
+    ) -> None:
         super().__init__(cfg, tb_logger, exp_name, instance_name)
         cfg = self._cfg
         if 'throughput_control' in cfg:  # accepted spelling; same keys as thruput_controller
@@ -78,14 +85,17 @@ class AdvancedReplayBuffer(_RingBuffer):
         self._alpha = float(cfg.alpha) if self._priority else 0.0
         self._beta = float(cfg.beta)
         if not 0 <= self._beta <= 1 or self._alpha < 0:
-            raise ValueError(f"AdvancedReplayBuffer: need alpha >= 0 and 0 <= beta <= 1, "
-                             f"got alpha={cfg.alpha}, beta={cfg.beta}")
+            raise ValueError(
+                f'AdvancedReplayBuffer: need alpha >= 0 and 0 <= beta <= 1, got alpha={cfg.alpha}, beta={cfg.beta}'
+            )
         self._beta_step = (1.0 - self._beta) / cfg.anneal_step if cfg.anneal_step else 0.0
         self._max_use = cfg.max_use
         self._max_staleness = cfg.max_staleness
         if self._max_use <= 0 or self._max_staleness < 0:
-            raise ValueError(f"AdvancedReplayBuffer: need max_use > 0 and max_staleness >= 0, got "
-                             f"max_use={cfg.max_use}, max_staleness={cfg.max_staleness}")
+            raise ValueError(
+                f'AdvancedReplayBuffer: need max_use > 0 and max_staleness >= 0, got '
+                f'max_use={cfg.max_use}, max_staleness={cfg.max_staleness}'
+            )
         self._thruput = ThruputController(cfg.thruput_controller)
         size = self._replay_buffer_size
         self._sum_tree = SumSegmentTree(size)
@@ -121,7 +131,7 @@ class AdvancedReplayBuffer(_RingBuffer):
         return self._refused_sample_count
 
     # ---- push ----------------------------------------------------------------------------------
-    def push(self, data: Union[List[Dict], Dict], cur_collector_envstep: int = -1) -> None:
+    def push(self, data: list[dict] | dict, cur_collector_envstep: int = -1) -> None:
         items = _as_list(data, type(self).__name__)
         if not items:
             return
@@ -132,7 +142,7 @@ class AdvancedReplayBuffer(_RingBuffer):
             else:
                 refused = False
                 self._thruput.record_push(len(items))
-                kept = items[-self._replay_buffer_size:]
+                kept = items[-self._replay_buffer_size :]
                 if self._priority:
                     raw = [it.get('priority') for it in kept]
                     pri = np.array([self._max_priority if p is None else float(p) for p in raw], dtype=np.float64)
@@ -146,8 +156,10 @@ class AdvancedReplayBuffer(_RingBuffer):
                 self._use_count[slots] = 0
                 self._collect_iter[slots] = collect_iter
         if refused:
-            self.logger.warning(f"[{self._instance_name}] push of {len(items)} items refused by thruput_controller "
-                                f"(push/sample rate above {self._thruput.max_rate})")
+            self.logger.warning(
+                f'[{self._instance_name}] push of {len(items)} items refused by thruput_controller '
+                f'(push/sample rate above {self._thruput.max_rate})'
+            )
             return
         self._count_thruput('push', len(items))
 
@@ -157,11 +169,12 @@ class AdvancedReplayBuffer(_RingBuffer):
         self._min_tree[slots] = value
 
     # ---- sample --------------------------------------------------------------------------------
-    def sample(self, size: int, cur_learner_iter: int = -1, sample_range: Optional[slice] = None,
-               replace: bool = False) -> Optional[List[Dict]]:
+    def sample(
+        self, size: int, cur_learner_iter: int = -1, sample_range: slice | None = None, replace: bool = False
+    ) -> list[dict] | None:
         """``size`` items by priority with ``IS`` weights, or None (too little data / rate limit)."""
         if size <= 0:
-            raise ValueError(f"AdvancedReplayBuffer.sample: size must be positive, got {size}")
+            raise ValueError(f'AdvancedReplayBuffer.sample: size must be positive, got {size}')
         with self._lock:
             if self._max_staleness != float('inf') and self._valid_count:
                 self._remove_stale(cur_learner_iter)
@@ -192,7 +205,7 @@ class AdvancedReplayBuffer(_RingBuffer):
         self._count_thruput('sample', size)
         return out
 
-    def _draw(self, size: int, sample_range: Optional[slice]) -> Optional[np.ndarray]:
+    def _draw(self, size: int, sample_range: slice | None) -> np.ndarray | None:
         strata = (np.arange(size) + np.random.random(size)) / size
         if sample_range is None:
             return self._sum_tree.find_prefixsum_idx(strata * self._sum_tree.reduce())
@@ -239,7 +252,7 @@ class AdvancedReplayBuffer(_RingBuffer):
             self._tb_logger.add_scalar(f'{self._instance_name}_iter/{k}', v, cur_learner_iter)
 
     # ---- update --------------------------------------------------------------------------------
-    def update(self, info: Dict[str, List[Any]]) -> None:
+    def update(self, info: dict[str, list[Any]]) -> None:
         """Set new priorities; entries whose slot now holds another item (or nothing) are skipped."""
         for key in ('replay_unique_id', 'replay_buffer_idx', 'priority'):
             if key not in info:
@@ -249,15 +262,21 @@ class AdvancedReplayBuffer(_RingBuffer):
             idxs = idxs.tolist()
         priority = _to_float_array(info['priority'], "updated 'priority'")
         if not len(ids) == len(idxs) == len(priority):
-            raise ValueError(f"AdvancedReplayBuffer.update: lengths differ: {len(ids)} ids, {len(idxs)} idx, "
-                             f"{len(priority)} priorities")
+            raise ValueError(
+                f'AdvancedReplayBuffer.update: lengths differ: {len(ids)} ids, {len(idxs)} idx, '
+                f'{len(priority)} priorities'
+            )
         if not self._priority:
             return
         with self._lock:
             data = self._data
-            keep = [k for k, (uid, idx) in enumerate(zip(ids, idxs))
-                    if 0 <= idx < self._replay_buffer_size and data[idx] is not None
-                    and data[idx]['replay_unique_id'] == uid]
+            keep = [
+                k
+                for k, (uid, idx) in enumerate(zip(ids, idxs))
+                if 0 <= idx < self._replay_buffer_size
+                and data[idx] is not None
+                and data[idx]['replay_unique_id'] == uid
+            ]
             if not keep:
                 return
             slots = np.asarray([idxs[k] for k in keep], dtype=np.int64)
@@ -278,9 +297,10 @@ class AdvancedReplayBuffer(_RingBuffer):
             self._use_count[:] = 0
             self._collect_iter[:] = np.inf
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Plain containers and tensors only, so ``torch.load(..., weights_only=True)`` can read it back."""
         import torch  # here only: the parallel coordinator keeps its buffers without torch
+
         with self._lock:
             state = self._ring_state()
             state.update(
@@ -294,7 +314,7 @@ class AdvancedReplayBuffer(_RingBuffer):
             )
             return state
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ('priority', 'use_count', 'collect_iter', 'max_priority', 'beta'):
             if key not in state:
                 raise KeyError(f"AdvancedReplayBuffer.load_state_dict: missing key '{key}'")

@@ -1,15 +1,17 @@
 """The replay buffer interface, the shared bookkeeping (logging, throughput report) and the factory."""
+
 from __future__ import annotations
 
 import copy
 import os
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.registry import BUFFER_REGISTRY, import_module
+
 from .utils import deep_merge_dicts
 
 
@@ -21,7 +23,7 @@ class IBuffer(ABC):
     ``update`` applies new priorities (no-op for non-prioritized buffers).
     """
 
-    config: Dict[str, Any] = {}
+    config: dict[str, Any] = {}
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -29,8 +31,13 @@ class IBuffer(ABC):
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Optional[Dict] = None, tb_logger: Optional[Any] = None,
-                 exp_name: str = 'default_experiment', instance_name: str = 'buffer') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'buffer',
+    ) -> None:
         # Partial configs are completed with the class defaults so a bare ``dict(replay_buffer_size=..)`` works.
         self._cfg = deep_merge_dicts(self.default_config(), cfg)
         self._exp_name = exp_name
@@ -44,33 +51,27 @@ class IBuffer(ABC):
 
     # ---- interface ---------------------------------------------------------------------------
     @abstractmethod
-    def push(self, data: Union[List[Dict], Dict], cur_collector_envstep: int = -1) -> None:
-        ...
+    def push(self, data: list[dict] | dict, cur_collector_envstep: int = -1) -> None: ...
 
     @abstractmethod
-    def sample(self, size: int, cur_learner_iter: int, sample_range: Optional[slice] = None,
-               replace: bool = False) -> Optional[List[Dict]]:
-        ...
+    def sample(
+        self, size: int, cur_learner_iter: int, sample_range: slice | None = None, replace: bool = False
+    ) -> list[dict] | None: ...
 
     @abstractmethod
-    def update(self, info: Dict[str, List[Any]]) -> None:
-        ...
+    def update(self, info: dict[str, list[Any]]) -> None: ...
 
     @abstractmethod
-    def clear(self) -> None:
-        ...
+    def clear(self) -> None: ...
 
     @abstractmethod
-    def count(self) -> int:
-        ...
+    def count(self) -> int: ...
 
     @abstractmethod
-    def state_dict(self) -> Dict[str, Any]:
-        ...
+    def state_dict(self) -> dict[str, Any]: ...
 
     @abstractmethod
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def start(self) -> None:
         """Nothing runs in the background: the throughput report piggybacks on push/sample calls."""
@@ -81,6 +82,7 @@ class IBuffer(ABC):
         self.clear()
         if self._logger is not None:
             from ding.utils.log_helper import close_logger
+
             close_logger(self._logger)
             self._logger = None
         if self._tb_logger is not None:
@@ -103,6 +105,7 @@ class IBuffer(ABC):
         """Text logger, built on first use so a buffer that never reports writes no files."""
         if self._logger is None:
             from ding.utils.log_helper import build_logger
+
             path = os.path.join('.', self._exp_name, 'log', self._instance_name)
             self._logger, _ = build_logger(path, self._instance_name, need_tb=False)
         return self._logger
@@ -119,8 +122,10 @@ class IBuffer(ABC):
         rates = {f'{k}_per_sec': v / elapsed for k, v in self._thruput_counts.items()}
         rates['valid_count'] = self.count()
         logger = self.logger
-        logger.info(f"[{self._instance_name}] throughput over {elapsed:.1f}s: " +
-                    ', '.join(f'{k}={v:.2f}' for k, v in rates.items()))
+        logger.info(
+            f'[{self._instance_name}] throughput over {elapsed:.1f}s: '
+            + ', '.join(f'{k}={v:.2f}' for k, v in rates.items())
+        )
         if self._tb_logger is not None:
             for k, v in rates.items():
                 self._tb_logger.add_scalar(f'{self._instance_name}_sec/{k}', v, self._thruput_step)
@@ -129,19 +134,19 @@ class IBuffer(ABC):
         self._thruput_counts = dict.fromkeys(self._thruput_counts, 0)
 
 
-def _cfg_type(cfg: Dict) -> str:
+def _cfg_type(cfg: dict) -> str:
     if 'type' not in cfg:
         raise KeyError(f"replay buffer config needs a 'type' (one of {BUFFER_REGISTRY.query()}), got keys {list(cfg)}")
     return cfg['type']
 
 
-def get_buffer_cls(cfg: Dict) -> type:
+def get_buffer_cls(cfg: dict) -> type:
     """The buffer class named by ``cfg.type`` (after importing ``cfg.import_names``)."""
     import_module(cfg.get('import_names', []))
     return BUFFER_REGISTRY.get_cls(_cfg_type(cfg))
 
 
-def create_buffer(cfg: Dict, *args: Any, **kwargs: Any) -> IBuffer:
+def create_buffer(cfg: dict, *args: Any, **kwargs: Any) -> IBuffer:
     """Build the buffer named by ``cfg.type``: ``create_buffer(cfg, tb_logger=.., exp_name=..)``."""
     cfg = EasyDict(cfg)
     return get_buffer_cls(cfg)(cfg, *args, **kwargs)

@@ -1,23 +1,25 @@
 """FIFO ring buffer with uniform sampling (``naive``, alias ``deque``)."""
+
 from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Dict, List, Optional, Union
+from typing import Any
 
 import numpy as np
 
 from ding.utils.registry import BUFFER_REGISTRY
+
 from .base_buffer import IBuffer
 
 
-def _as_list(data: Union[List[Dict], Dict], buffer_name: str) -> List[Dict]:
+def _as_list(data: list[dict] | dict, buffer_name: str) -> list[dict]:
     items = [data] if isinstance(data, dict) else data
     if not isinstance(items, (list, tuple)):
-        raise TypeError(f"{buffer_name}.push: expected a dict or a list of dicts, got {type(data).__name__}")
+        raise TypeError(f'{buffer_name}.push: expected a dict or a list of dicts, got {type(data).__name__}')
     for item in items:
         if not isinstance(item, dict):
-            raise TypeError(f"{buffer_name}.push: every pushed item must be a dict, got {type(item).__name__}")
+            raise TypeError(f'{buffer_name}.push: every pushed item must be a dict, got {type(item).__name__}')
     return list(items)
 
 
@@ -29,30 +31,35 @@ class _RingBuffer(IBuffer):
     ``replay_unique_id`` (``'{instance_name}_{n}'``, never reused) and ``replay_buffer_idx`` (slot).
     """
 
-    def __init__(self, cfg: Optional[Dict] = None, tb_logger: Optional[Any] = None,
-                 exp_name: str = 'default_experiment', instance_name: str = 'buffer') -> None:
+    def __init__(
+        self,
+        cfg: dict | None = None,
+        tb_logger: Any | None = None,
+        exp_name: str = 'default_experiment',
+        instance_name: str = 'buffer',
+    ) -> None:
         super().__init__(cfg, tb_logger, exp_name, instance_name)
         size = self._cfg.replay_buffer_size
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-            raise ValueError(f"{type(self).__name__}: replay_buffer_size must be a positive int, got {size!r}")
+            raise ValueError(f'{type(self).__name__}: replay_buffer_size must be a positive int, got {size!r}')
         self._replay_buffer_size = size
         self._deepcopy = bool(self._cfg.get('deepcopy', False))
         self._lock = threading.Lock()
-        self._data: List[Optional[Dict]] = [None] * size
+        self._data: list[dict | None] = [None] * size
         self._occupied = np.zeros(size, dtype=bool)
         self._tail = 0
         self._valid_count = 0
         self._push_count = 0
         self._next_unique_id = 0
 
-    def _store(self, items: List[Dict]) -> np.ndarray:
+    def _store(self, items: list[dict]) -> np.ndarray:
         """Write ``items`` at the tail (oldest slots are overwritten); return the slots used."""
         size = self._replay_buffer_size
         n = len(items)
         self._push_count += n
         if n > size:  # only the newest ``size`` survive; their predecessors still consumed ids
             self._next_unique_id += n - size
-            items = items[n - size:]
+            items = items[n - size :]
             n = size
         slots = (self._tail + np.arange(n)) % size
         data, name, uid = self._data, self._instance_name, self._next_unique_id
@@ -72,7 +79,7 @@ class _RingBuffer(IBuffer):
         self._tail = (self._tail + n) % size
         return slots
 
-    def _logical_slots(self, sample_range: Optional[slice]) -> np.ndarray:
+    def _logical_slots(self, sample_range: slice | None) -> np.ndarray:
         """Occupied slots from oldest to newest, optionally narrowed by ``sample_range``."""
         size = self._replay_buffer_size
         order = (self._tail + np.arange(size)) % size  # slots after the tail are the oldest (or empty)
@@ -80,7 +87,7 @@ class _RingBuffer(IBuffer):
             order = order[self._occupied[order]]
         return order if sample_range is None else order[sample_range]
 
-    def _copy_out(self, slots: np.ndarray) -> List[Dict]:
+    def _copy_out(self, slots: np.ndarray) -> list[dict]:
         """The learner gets shallow copies: keys it adds never reach the stored dicts."""
         data = self._data
         if self._deepcopy:
@@ -90,12 +97,12 @@ class _RingBuffer(IBuffer):
     def count(self) -> int:
         return self._valid_count
 
-    def stored_data(self) -> List[Dict]:
+    def stored_data(self) -> list[dict]:
         """The samples held now, oldest slot first (the stored dicts themselves; no copies, no tensors)."""
         with self._lock:
             return [d for d in self._data if d is not None]
 
-    def _ring_state(self) -> Dict[str, Any]:
+    def _ring_state(self) -> dict[str, Any]:
         return {
             'data': list(self._data),
             'tail': self._tail,
@@ -105,13 +112,15 @@ class _RingBuffer(IBuffer):
             'replay_buffer_size': self._replay_buffer_size,
         }
 
-    def _load_ring_state(self, state: Dict[str, Any]) -> None:
+    def _load_ring_state(self, state: dict[str, Any]) -> None:
         for key in ('data', 'tail', 'valid_count', 'push_count', 'next_unique_id'):
             if key not in state:
                 raise KeyError(f"{type(self).__name__}.load_state_dict: missing key '{key}'")
         if len(state['data']) != self._replay_buffer_size:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: state holds {len(state['data'])} slots but "
-                             f"replay_buffer_size is {self._replay_buffer_size}")
+            raise ValueError(
+                f'{type(self).__name__}.load_state_dict: state holds {len(state["data"])} slots but '
+                f'replay_buffer_size is {self._replay_buffer_size}'
+            )
         self._data = list(state['data'])
         self._occupied = np.array([d is not None for d in self._data], dtype=bool)
         self._tail = int(state['tail'])
@@ -137,7 +146,7 @@ class NaiveReplayBuffer(_RingBuffer):
         periodic_thruput_seconds=60,
     )
 
-    def push(self, data: Union[List[Dict], Dict], cur_collector_envstep: int = -1) -> None:
+    def push(self, data: list[dict] | dict, cur_collector_envstep: int = -1) -> None:
         items = _as_list(data, type(self).__name__)
         if not items:
             return
@@ -145,15 +154,16 @@ class NaiveReplayBuffer(_RingBuffer):
             self._store(items)
         self._count_thruput('push', len(items))
 
-    def sample(self, size: int, cur_learner_iter: int = -1, sample_range: Optional[slice] = None,
-               replace: bool = False) -> Optional[List[Dict]]:
+    def sample(
+        self, size: int, cur_learner_iter: int = -1, sample_range: slice | None = None, replace: bool = False
+    ) -> list[dict] | None:
         """``size`` items drawn uniformly (without replacement unless ``replace``), or None if too few.
 
         ``sample_range`` slices the items ordered oldest-to-newest, e.g. ``slice(-100, None)`` draws
         from the 100 newest.
         """
         if size <= 0:
-            raise ValueError(f"{type(self).__name__}.sample: size must be positive, got {size}")
+            raise ValueError(f'{type(self).__name__}.sample: size must be positive, got {size}')
         with self._lock:
             n_valid = self._valid_count
             if sample_range is None and (n_valid == self._replay_buffer_size or n_valid == self._tail):
@@ -184,7 +194,7 @@ class NaiveReplayBuffer(_RingBuffer):
         self._count_thruput('sample', size)
         return out
 
-    def update(self, info: Dict[str, List[Any]]) -> None:
+    def update(self, info: dict[str, list[Any]]) -> None:
         """No priorities in a FIFO buffer: nothing to update."""
         return None
 
@@ -195,11 +205,11 @@ class NaiveReplayBuffer(_RingBuffer):
             self._tail = 0
             self._valid_count = 0
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         with self._lock:
             return self._ring_state()
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         with self._lock:
             self._load_ring_state(state)
 

@@ -1,16 +1,18 @@
 """Helpers shared by the replay buffers: numpy segment trees, a push/sample rate limiter, config merging."""
+
 from __future__ import annotations
 
 import copy
 import time
 from collections import deque
-from typing import Any, Callable, Dict, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
 
 
-def deep_merge_dicts(base: Dict, update: Optional[Dict]) -> EasyDict:
+def deep_merge_dicts(base: dict, update: dict | None) -> EasyDict:
     """Return ``base`` with ``update`` merged in recursively (neither input is modified)."""
     merged = copy.deepcopy(dict(base))
     for k, v in (update or {}).items():
@@ -29,10 +31,11 @@ class SegmentTree:
     power of two so that every leaf sits at the same depth and updates can be vectorised level by level.
     """
 
-    def __init__(self, capacity: int, operation: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                 neutral_element: float) -> None:
+    def __init__(
+        self, capacity: int, operation: Callable[[np.ndarray, np.ndarray], np.ndarray], neutral_element: float
+    ) -> None:
         if capacity <= 0:
-            raise ValueError(f"SegmentTree: capacity must be positive, got {capacity}")
+            raise ValueError(f'SegmentTree: capacity must be positive, got {capacity}')
         self.size = int(capacity)
         self.capacity = 1 << max(0, (self.size - 1).bit_length())
         self.operation = operation
@@ -40,7 +43,7 @@ class SegmentTree:
         self.value = np.full(2 * self.capacity, self.neutral_element, dtype=np.float64)
         self._py_op = max if operation is np.maximum else (min if operation is np.minimum else (lambda a, b: a + b))
 
-    def __setitem__(self, idx: Union[int, np.ndarray], val: Union[float, np.ndarray]) -> None:
+    def __setitem__(self, idx: int | np.ndarray, val: float | np.ndarray) -> None:
         if np.ndim(idx) == 0:
             self._set_one(int(idx), float(val))
             return
@@ -48,7 +51,7 @@ class SegmentTree:
         if idx.size == 0:
             return
         if idx.min() < 0 or idx.max() >= self.size:
-            raise IndexError(f"SegmentTree: index out of range [0, {self.size})")
+            raise IndexError(f'SegmentTree: index out of range [0, {self.size})')
         value, op = self.value, self.operation
         value[idx + self.capacity] = val
         # All leaves sit at the same depth, so the touched parents move up one level together.
@@ -57,7 +60,7 @@ class SegmentTree:
         width, dense_below = self.capacity >> 1, 4 * len(node)
         while width > 0:
             if width <= dense_below:
-                value[width:2 * width] = op(value[2 * width:4 * width:2], value[2 * width + 1:4 * width:2])
+                value[width : 2 * width] = op(value[2 * width : 4 * width : 2], value[2 * width + 1 : 4 * width : 2])
             else:
                 left = node << 1
                 value[node] = op(value[left], value[left + 1])  # duplicate parents just repeat a write
@@ -66,7 +69,7 @@ class SegmentTree:
 
     def _set_one(self, idx: int, val: float) -> None:
         if not 0 <= idx < self.size:
-            raise IndexError(f"SegmentTree: index {idx} out of range [0, {self.size})")
+            raise IndexError(f'SegmentTree: index {idx} out of range [0, {self.size})')
         # A scalar update is faster as plain Python than as a dozen tiny numpy calls.
         value, op = self.value, self._py_op
         node = idx + self.capacity
@@ -76,16 +79,16 @@ class SegmentTree:
             value[node] = op(float(value[2 * node]), float(value[2 * node + 1]))
             node >>= 1
 
-    def __getitem__(self, idx: Union[int, np.ndarray]) -> Union[float, np.ndarray]:
+    def __getitem__(self, idx: int | np.ndarray) -> float | np.ndarray:
         return self.value[np.asarray(idx) + self.capacity]
 
-    def reduce(self, start: int = 0, end: Optional[int] = None) -> float:
+    def reduce(self, start: int = 0, end: int | None = None) -> float:
         """``operation`` over leaves ``[start, end)``; the whole tree is the root, O(1)."""
         end = self.size if end is None else end
         if start == 0 and end >= self.size:
             return float(self.value[1])
         if not 0 <= start < end <= self.size:
-            raise IndexError(f"SegmentTree.reduce: bad range [{start}, {end}) for size {self.size}")
+            raise IndexError(f'SegmentTree.reduce: bad range [{start}, {end}) for size {self.size}')
         result = self.neutral_element
         lo, hi = start + self.capacity, end + self.capacity
         while lo < hi:
@@ -101,15 +104,15 @@ class SegmentTree:
 
     def leaves(self) -> np.ndarray:
         """A view of the leaf values (length ``size``)."""
-        return self.value[self.capacity:self.capacity + self.size]
+        return self.value[self.capacity : self.capacity + self.size]
 
     def set_all(self, values: np.ndarray) -> None:
         """Replace every leaf at once and rebuild the inner nodes bottom-up."""
         values = np.asarray(values, dtype=np.float64)
-        if values.shape != (self.size, ):
-            raise ValueError(f"SegmentTree.set_all: expected shape ({self.size},), got {values.shape}")
+        if values.shape != (self.size,):
+            raise ValueError(f'SegmentTree.set_all: expected shape ({self.size},), got {values.shape}')
         self.value[:] = self.neutral_element
-        self.value[self.capacity:self.capacity + self.size] = values
+        self.value[self.capacity : self.capacity + self.size] = values
         width = self.capacity // 2
         while width >= 1:
             nodes = np.arange(width, 2 * width)
@@ -123,7 +126,7 @@ class SumSegmentTree(SegmentTree):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity, np.add, 0.0)
 
-    def find_prefixsum_idx(self, prefixsum: Union[float, np.ndarray]) -> np.ndarray:
+    def find_prefixsum_idx(self, prefixsum: float | np.ndarray) -> np.ndarray:
         """For each ``p`` the smallest leaf index ``i`` with ``sum(leaves[:i+1]) > p``.
 
         ``p`` should lie in ``[0, total)``. Leaves of value 0 are never returned because a zero
@@ -166,18 +169,21 @@ class ThruputController:
     not started). The defaults (max=inf, min=0, ratio=1) limit nothing beyond "enough data".
     """
 
-    def __init__(self, cfg: Dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         limit = cfg.get('push_sample_rate_limit', {})
         self.max_rate = float(limit.get('max', float('inf')))
         self.min_rate = float(limit.get('min', 0.0))
         self.window_seconds = float(cfg.get('window_seconds', 30))
         self.sample_min_limit_ratio = float(cfg.get('sample_min_limit_ratio', 1))
         if self.min_rate < 0 or self.max_rate < self.min_rate:
-            raise ValueError(f"thruput_controller.push_sample_rate_limit: need 0 <= min <= max, got "
-                             f"min={self.min_rate}, max={self.max_rate}")
+            raise ValueError(
+                f'thruput_controller.push_sample_rate_limit: need 0 <= min <= max, got '
+                f'min={self.min_rate}, max={self.max_rate}'
+            )
         if self.sample_min_limit_ratio < 0:
-            raise ValueError(f"thruput_controller.sample_min_limit_ratio must be >= 0, "
-                             f"got {self.sample_min_limit_ratio}")
+            raise ValueError(
+                f'thruput_controller.sample_min_limit_ratio must be >= 0, got {self.sample_min_limit_ratio}'
+            )
         self.active = self.max_rate != float('inf') or self.min_rate > 0
         self._push: deque = deque()
         self._sample: deque = deque()

@@ -1,7 +1,13 @@
 """Parallel-mode comm collectors: the collector process's side of the coordinator protocol (imports flask)."""
-from .base_comm_collector import BaseCommCollector, create_comm_collector
-from .utils import PolicyFileWatcher
-from .flask_fs_collector import FlaskFileSystemCollector, CollectorSlave
 
-__all__ = ['BaseCommCollector', 'create_comm_collector', 'PolicyFileWatcher', 'FlaskFileSystemCollector',
-           'CollectorSlave']
+from .base_comm_collector import BaseCommCollector, create_comm_collector
+from .flask_fs_collector import CollectorSlave, FlaskFileSystemCollector
+from .utils import PolicyFileWatcher
+
+__all__ = [
+    'BaseCommCollector',
+    'create_comm_collector',
+    'PolicyFileWatcher',
+    'FlaskFileSystemCollector',
+    'CollectorSlave',
+]

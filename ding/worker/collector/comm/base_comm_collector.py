@@ -5,15 +5,17 @@ A comm collector does no collection itself. For each collector start task it bui
 methods to it (``send_stepdata`` writes samples, ``send_metadata`` hands their metadata to the
 coordinator, ``get_policy_update_info`` reads newer weights) and runs it.
 """
+
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, import_module
+
 from ..kept_resources import KeptResources
 
 # Comm collector methods a parallel collector calls.
@@ -23,25 +25,25 @@ TRANSPORT_METHODS = ('send_metadata', 'send_stepdata', 'get_policy_update_info')
 class BaseCommCollector(ABC):
     """Abstract comm collector: subclasses implement the transport (see ``FlaskFileSystemCollector``)."""
 
-    def __init__(self, cfg: Dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._end_flag = True
         # the envs (policy, serial collector) of the last collect task, for the next one (see KeptResources)
         self.kept_resources = KeptResources()
 
     @abstractmethod
-    def get_policy_update_info(self, path: str) -> Optional[Dict[str, Any]]:
+    def get_policy_update_info(self, path: str) -> dict[str, Any] | None:
         """``{'model': state_dict, 'iter': policy_iter}`` when ``path`` holds weights not read yet, else None;
         raises ``FileNotFoundError`` (missing) or ``CheckpointError`` (bad file), naming the path."""
         raise NotImplementedError
 
     @abstractmethod
-    def send_metadata(self, metadata: List[Dict[str, Any]]) -> None:
+    def send_metadata(self, metadata: list[dict[str, Any]]) -> None:
         """Hand the metadata of one chunk of samples (one dict per sample) to the coordinator."""
         raise NotImplementedError
 
     @abstractmethod
-    def send_stepdata(self, stepdata: List[Dict[str, Any]]) -> List[str]:
+    def send_stepdata(self, stepdata: list[dict[str, Any]]) -> list[str]:
         """Store one chunk of training samples where the learner can read them; return one data_id each."""
         raise NotImplementedError
 
@@ -54,16 +56,19 @@ class BaseCommCollector(ABC):
         self._end_flag = True
         self.kept_resources.close()
 
-    def _task_config(self, task_info: Dict[str, Any]) -> EasyDict:
+    def _task_config(self, task_info: dict[str, Any]) -> EasyDict:
         """The config of the task's parallel collector: ``collector_cfg`` plus the task's other fields."""
         collector_cfg = task_info.get('collector_cfg')
         if not isinstance(collector_cfg, dict) or not collector_cfg.get('type'):
-            raise KeyError("collector task: task_info['collector_cfg'] must be the collector config with a 'type' "
-                           f"(e.g. 'zergling'), got {collector_cfg!r}")
+            raise KeyError(
+                "collector task: task_info['collector_cfg'] must be the collector config with a 'type' "
+                f"(e.g. 'zergling'), got {collector_cfg!r}"
+            )
         for key in ('env', 'policy'):
             if not isinstance(task_info.get(key), dict):
-                raise KeyError(f"collector task: task_info['{key}'] must be the {key} config (a dict), "
-                               f"got {task_info.get(key)!r}")
+                raise KeyError(
+                    f"collector task: task_info['{key}'] must be the {key} config (a dict), got {task_info.get(key)!r}"
+                )
         cfg = EasyDict(copy.deepcopy(dict(collector_cfg)))
         cfg.env = copy.deepcopy(task_info['env'])
         cfg.policy = copy.deepcopy(task_info['policy'])
@@ -78,7 +83,7 @@ class BaseCommCollector(ABC):
                 cfg[key] = task_info[key]
         return cfg
 
-    def _create_collector(self, task_info: Dict[str, Any], **kwargs: Any) -> Any:
+    def _create_collector(self, task_info: dict[str, Any], **kwargs: Any) -> Any:
         """Build the parallel collector of a collector start task and bind this comm collector's transport.
 
         ``task_info`` keys: ``task_id``, ``collector_cfg`` (``policy.collect.collector``, with its ``type``),
@@ -87,6 +92,7 @@ class BaseCommCollector(ABC):
         collector class with ``uses_kept_resources`` also gets ``kept``, this comm collector's ``KeptResources``.
         """
         from ding.worker.collector.parallel_collector_factory import get_parallel_collector_cls
+
         cfg = self._task_config(task_info)
         collector_cls = get_parallel_collector_cls(cfg)
         if getattr(collector_cls, 'uses_kept_resources', False):
@@ -97,7 +103,7 @@ class BaseCommCollector(ABC):
         return collector
 
 
-def create_comm_collector(cfg: Dict[str, Any]) -> BaseCommCollector:
+def create_comm_collector(cfg: dict[str, Any]) -> BaseCommCollector:
     """Build the comm collector registered as ``cfg.type`` (default ``'flask_fs'``), importing ``cfg.import_names``.
 
     ``cfg`` is the worker's entry of the parallel system config (``system.collector.<name>``, completed by

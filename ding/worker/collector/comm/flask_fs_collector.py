@@ -14,13 +14,14 @@ never runs far ahead of the coordinator). A data task takes what is queued; with
 up to ``data_wait_second`` and then answers an empty chunk, so that a slow env never looks like a dead
 collector. The process stays resident: after a task ended or was closed it accepts the next start task.
 """
+
 from __future__ import annotations
 
 import copy
 import queue
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from easydict import EasyDict
 
@@ -29,6 +30,7 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
+
 from .base_comm_collector import BaseCommCollector
 from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_sample_files, resource_info
 
@@ -52,7 +54,7 @@ class CollectorSlave(CallbackSlave):
     }
     ROLE = 'collector'
 
-    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+    def _process_task(self, task: dict[str, Any]) -> dict[str, Any]:
         name, fn = self._route(task)
         if name == 'resource':
             return fn()
@@ -61,8 +63,9 @@ class CollectorSlave(CallbackSlave):
             raise TaskFail({'name': name}, f"{name}: 'task_info' must be a dict, got {task_info!r}")
         return fn(task_info)
 
-    def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
-                             data: Dict[str, Any]) -> None:
+    def _after_disconnection(
+        self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]
+    ) -> None:
         if success:
             self._lost_master('the coordinator disconnected')
 
@@ -78,7 +81,7 @@ class _Run:
         self.collector = collector
         self.path_data = path_data
         self.prefix = prefix
-        self.queue: 'queue.Queue[List[Dict[str, Any]]]' = queue.Queue(maxsize=queue_size)
+        self.queue: queue.Queue[list[dict[str, Any]]] = queue.Queue(maxsize=queue_size)
         self.ending = threading.Event()  # set: closed (or the coordinator is gone); nothing more is sent
         self.reason = ''
         self.sent_samples = 0  # metadata handed to the coordinator
@@ -93,7 +96,7 @@ class _Run:
                 return
             self.drop(chunk)
 
-    def drop(self, chunk: List[Dict[str, Any]]) -> None:
+    def drop(self, chunk: list[dict[str, Any]]) -> None:
         self.dropped_samples += len(chunk)
         remove_sample_files(self.path_data, [m['data_id'] for m in chunk])
 
@@ -141,7 +144,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
@@ -153,11 +156,11 @@ class FlaskFileSystemCollector(BaseCommCollector):
             value = cfg[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f'comm collector {cfg.name}: {key} must be a positive number, got {value!r}')
-        self._run: Optional[_Run] = None
+        self._run: _Run | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of tasks and of the comm collector
         self._watcher = PolicyFileWatcher()
         self._task_count = 0
-        self._slave: Optional[CollectorSlave] = None
+        self._slave: CollectorSlave | None = None
         self._logger: Any = None
         self._closed = False
 
@@ -175,9 +178,16 @@ class FlaskFileSystemCollector(BaseCommCollector):
             'deal_with_collector_close': self.deal_with_collector_close,
             'deal_with_lost_master': self.deal_with_lost_master,
         }
-        slave = CollectorSlave(cfg.host, cfg.port, callbacks, heartbeat_span=cfg.heartbeat_span,
-                               request_retries=cfg.request_retries, request_retry_waiting=cfg.request_retry_waiting,
-                               request_timeout=cfg.request_timeout, channel=cfg.channel)
+        slave = CollectorSlave(
+            cfg.host,
+            cfg.port,
+            callbacks,
+            heartbeat_span=cfg.heartbeat_span,
+            request_retries=cfg.request_retries,
+            request_retry_waiting=cfg.request_retry_waiting,
+            request_timeout=cfg.request_timeout,
+            channel=cfg.channel,
+        )
         slave.start()
         self._slave = slave
         super().start()
@@ -205,7 +215,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         return self._slave.port if self._slave is not None else self._cfg.port
 
     @property
-    def slave(self) -> Optional[CollectorSlave]:
+    def slave(self) -> CollectorSlave | None:
         return self._slave
 
     @property
@@ -221,12 +231,12 @@ class FlaskFileSystemCollector(BaseCommCollector):
             raise CollectorStopped()
         return run
 
-    def send_stepdata(self, stepdata: List[Dict[str, Any]]) -> List[str]:
+    def send_stepdata(self, stepdata: list[dict[str, Any]]) -> list[str]:
         """Write one chunk of samples as one file in the task's ``path_data``; return their data_ids."""
         run = self._live_run()
         return save_samples(run.path_data, unique_stem(run.prefix), stepdata)
 
-    def send_metadata(self, metadata: List[Dict[str, Any]]) -> None:
+    def send_metadata(self, metadata: list[dict[str, Any]]) -> None:
         """Queue one chunk of sample metadata for the coordinator; waits while the queue is full.
 
         Raises ``CollectorStopped`` (after removing the chunk's file) once the task was closed.
@@ -245,16 +255,16 @@ class FlaskFileSystemCollector(BaseCommCollector):
             run.drop(chunk)
         raise CollectorStopped()
 
-    def get_policy_update_info(self, path: str) -> Optional[Dict[str, Any]]:
+    def get_policy_update_info(self, path: str) -> dict[str, Any] | None:
         """``{'model', 'iter'}`` of a policy file version not read yet, None if unchanged; ``FileNotFoundError``
         / ``CheckpointError`` naming the path when it is missing / bad (each version is reported once)."""
         return self._watcher.poll(path)
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
-    def deal_with_resource(self) -> Dict[str, int]:
+    def deal_with_resource(self) -> dict[str, int]:
         return resource_info()
 
-    def deal_with_collector_start(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_collector_start(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Build the task's parallel collector and start it; a task still running here is closed first."""
         task_id = task_info.get('task_id')
         if not isinstance(task_id, str) or not task_id:
@@ -269,12 +279,17 @@ class FlaskFileSystemCollector(BaseCommCollector):
             if old is not None:
                 self._stop_run(old, f'replaced by collector task {task_id}')
                 if not old.collector.finished:
-                    raise TaskFail(message=f'collector_start_task {task_id}: the previous collector task '
-                                           f'{old.task_id} did not stop within {cfg.stop_timeout}s')
+                    raise TaskFail(
+                        message=f'collector_start_task {task_id}: the previous collector task '
+                        f'{old.task_id} did not stop within {cfg.stop_timeout}s'
+                    )
             info = dict(task_info)
             # DI-engine's tasks name the file 'policy_update_path'.
-            info['path_policy'] = policy_file_path(task_info.get('path_policy') or task_info.get('policy_update_path'),
-                                                   task_info.get('policy_name'), cfg.path_policy)
+            info['path_policy'] = policy_file_path(
+                task_info.get('path_policy') or task_info.get('policy_update_path'),
+                task_info.get('policy_name'),
+                cfg.path_policy,
+            )
             info['path_data'] = task_info.get('path_data') or cfg.path_data
             eval_flag = bool(task_info.get('eval_flag', False))
             info['seed'] = int(cfg.seed) + (0 if eval_flag else 1000 * self._task_count)
@@ -283,33 +298,37 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 collector = self._create_collector(info, logger=self._logger)
             except Exception as exc:
                 self._logger.exception(f'collector_start_task {task_id}: cannot create the collector')
-                raise TaskFail({'task_id': task_id}, f'collector_start_task {task_id}: cannot create the collector: '
-                               f'{type(exc).__name__}: {exc}') from exc
+                raise TaskFail(
+                    {'task_id': task_id},
+                    f'collector_start_task {task_id}: cannot create the collector: {type(exc).__name__}: {exc}',
+                ) from exc
             instance = info.get('instance_name') or cfg.name
             run = _Run(task_id, collector, info['path_data'], file_prefix(instance, task_id), cfg.queue_size)
             self._run = run
             self._task_count += 1
             collector.start()
         kind = 'evaluation' if eval_flag else 'collect'
-        self._logger.info(f"{kind} task {task_id} started (policy file {info['path_policy']}, data in "
-                          f"{info['path_data']})")
+        self._logger.info(
+            f'{kind} task {task_id} started (policy file {info["path_policy"]}, data in {info["path_data"]})'
+        )
         return {'message': 'collector task has started', 'task_id': task_id}
 
-    def _active_run(self, what: str, task_info: Dict[str, Any]) -> _Run:
+    def _active_run(self, what: str, task_info: dict[str, Any]) -> _Run:
         run = self._run
         task_id = task_info.get('task_id')
         if run is None:
-            raise TaskFail({'task_id': task_id}, f'{what}: no collector task is running; send '
-                           f'collector_start_task first')
+            raise TaskFail(
+                {'task_id': task_id}, f'{what}: no collector task is running; send collector_start_task first'
+            )
         if task_id is not None and task_id != run.task_id:
-            raise TaskFail({'task_id': task_id}, f"{what}: task_id '{task_id}' is not the current collector task "
-                           f"'{run.task_id}'")
+            raise TaskFail(
+                {'task_id': task_id}, f"{what}: task_id '{task_id}' is not the current collector task '{run.task_id}'"
+            )
         if run.ending.is_set():
-            raise TaskFail({'task_id': run.task_id}, f'{what}: collector task {run.task_id} was closed '
-                           f'({run.reason})')
+            raise TaskFail({'task_id': run.task_id}, f'{what}: collector task {run.task_id} was closed ({run.reason})')
         return run
 
-    def deal_with_collector_data(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_collector_data(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """The metadata queued so far (waiting for the first chunk up to ``data_wait_second``), or the finish
         info once the task has ended and everything was handed over; fails if the task failed."""
         run = self._active_run('collector_data_task', task_info)
@@ -325,8 +344,10 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 if finished:
                     return self._finish_answer(run)
                 if run.ending.is_set():
-                    raise TaskFail({'task_id': run.task_id}, f'collector_data_task: collector task {run.task_id} '
-                                   f'was closed ({run.reason})')
+                    raise TaskFail(
+                        {'task_id': run.task_id},
+                        f'collector_data_task: collector task {run.task_id} was closed ({run.reason})',
+                    ) from None
                 if time.monotonic() >= deadline or (slave is not None and not slave.is_running):
                     return {'task_id': run.task_id, 'data': []}
                 continue
@@ -339,14 +360,16 @@ class FlaskFileSystemCollector(BaseCommCollector):
             run.sent_samples += len(data)
             return {'task_id': run.task_id, 'data': data}
 
-    def _finish_answer(self, run: _Run) -> Dict[str, Any]:
+    def _finish_answer(self, run: _Run) -> dict[str, Any]:
         collector = run.collector
         if collector.error is not None:
-            raise TaskFail({'task_id': run.task_id, 'error': collector.error},
-                           f'collector task {run.task_id} failed: {collector.error}')
+            raise TaskFail(
+                {'task_id': run.task_id, 'error': collector.error},
+                f'collector task {run.task_id} failed: {collector.error}',
+            )
         return {'task_id': run.task_id, 'finish_info': collector.get_finish_info()}
 
-    def deal_with_collector_close(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_collector_close(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Stop the task (if still running) and release its envs; answers its finish info."""
         task_id = task_info.get('task_id')
         with self._lifecycle_lock:
@@ -354,12 +377,16 @@ class FlaskFileSystemCollector(BaseCommCollector):
             if run is None:
                 return {'message': 'no collector task to close', 'task_id': task_id}
             if task_id is not None and task_id != run.task_id:
-                raise TaskFail({'task_id': task_id}, f"collector_close_task: task_id '{task_id}' is not the current "
-                               f"collector task '{run.task_id}'")
+                raise TaskFail(
+                    {'task_id': task_id},
+                    f"collector_close_task: task_id '{task_id}' is not the current collector task '{run.task_id}'",
+                )
             self._stop_run(run, 'closed by the coordinator')
             finish_info = run.collector.get_finish_info()
-        self._logger.info(f'collector task {run.task_id} closed: {finish_info.get("step_count")} env steps, '
-                          f'{run.sent_samples} samples handed over, {run.dropped_samples} dropped')
+        self._logger.info(
+            f'collector task {run.task_id} closed: {finish_info.get("step_count")} env steps, '
+            f'{run.sent_samples} samples handed over, {run.dropped_samples} dropped'
+        )
         return {'message': 'collector task has closed', 'task_id': run.task_id, 'finish_info': finish_info}
 
     def deal_with_lost_master(self, reason: str) -> None:

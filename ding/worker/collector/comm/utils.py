@@ -1,19 +1,21 @@
 """Pieces of the comm collectors: watching the policy file, naming and removing sample files, resources."""
+
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, Iterable, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from ding.utils.checkpoint import manifest_path
 from ding.utils.file_transport import load_policy, split_data_id
 
 POLICY_SUFFIX = '.safetensors'
 
-_StatKey = Optional[Tuple[Tuple[int, int, int], Optional[Tuple[int, int, int]]]]
+_StatKey = tuple[tuple[int, int, int], tuple[int, int, int] | None] | None
 
 
-def _stat(path: str) -> Optional[Tuple[int, int, int]]:
+def _stat(path: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -32,9 +34,9 @@ class PolicyFileWatcher:
     """
 
     def __init__(self) -> None:
-        self._seen: Dict[str, _StatKey] = {}
+        self._seen: dict[str, _StatKey] = {}
 
-    def poll(self, path: str) -> Optional[Dict[str, Any]]:
+    def poll(self, path: str) -> dict[str, Any] | None:
         data = _stat(path)
         key: _StatKey = None if data is None else (data, _stat(manifest_path(path)))
         if path in self._seen and self._seen[path] == key:
@@ -50,7 +52,7 @@ class PolicyFileWatcher:
         self._seen.clear()
 
 
-def policy_file_path(path_policy: Optional[str], policy_name: Optional[str], default_dir: str) -> str:
+def policy_file_path(path_policy: str | None, policy_name: str | None, default_dir: str) -> str:
     """The policy file a collector task reads.
 
     The coordinator sends the file itself (``.../policy_X.safetensors``); a directory (or nothing: the comm
@@ -92,9 +94,10 @@ def remove_sample_files(path_data: str, data_ids: Iterable[str]) -> int:
     return removed
 
 
-def resource_info() -> Dict[str, int]:
+def resource_info() -> dict[str, int]:
     """What the ``resource`` task answers: CPU cores and visible GPUs of this process."""
     import torch
+
     gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return {'cpu': os.cpu_count() or 1, 'gpu': gpu}
 

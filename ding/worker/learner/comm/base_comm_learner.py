@@ -5,11 +5,12 @@ A comm learner does no training itself. It builds a ``BaseLearner`` for each lea
 the hooks (``hooks4call``) that send the policy weights and the learn info out through ``send_policy``
 and ``send_learn_info``.
 """
+
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List
+from typing import Any
 
 from easydict import EasyDict
 
@@ -23,7 +24,7 @@ class BaseCommLearner(ABC):
     ``send_learn_info(learn_info)`` and the ``hooks4call`` property, and usually extend ``start`` / ``close``.
     """
 
-    def __init__(self, cfg: Dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._active_flag = False
 
@@ -33,17 +34,17 @@ class BaseCommLearner(ABC):
         return True
 
     @abstractmethod
-    def send_policy(self, state_dict: Dict[str, Any]) -> None:
+    def send_policy(self, state_dict: dict[str, Any]) -> None:
         """Publish ``{'model': model_state_dict, 'iter': policy_iter}`` for the collectors."""
         raise NotImplementedError
 
     @abstractmethod
-    def get_data(self, batch_size: int) -> List[Any]:
+    def get_data(self, batch_size: int) -> list[Any]:
         """The learner data loader's source: one batch of samples (or zero-argument callables)."""
         raise NotImplementedError
 
     @abstractmethod
-    def send_learn_info(self, learn_info: Dict[str, Any]) -> None:
+    def send_learn_info(self, learn_info: dict[str, Any]) -> None:
         """Report one training iteration's learn info to the coordinator."""
         raise NotImplementedError
 
@@ -57,11 +58,11 @@ class BaseCommLearner(ABC):
 
     @property
     @abstractmethod
-    def hooks4call(self) -> List[Any]:
+    def hooks4call(self) -> list[Any]:
         """Fresh learner hooks to register on each new learner (send policy, send learn info, ...)."""
         raise NotImplementedError
 
-    def _create_learner(self, task_info: Dict[str, Any]) -> Any:
+    def _create_learner(self, task_info: dict[str, Any]) -> Any:
         """Build the policy (learn mode) and a ``BaseLearner`` for a learner start task.
 
         ``task_info`` keys: ``policy`` (the policy config, required), ``learner_cfg`` (the
@@ -71,6 +72,7 @@ class BaseCommLearner(ABC):
         """
         from ding.policy import create_policy
         from ding.worker.learner import create_learner
+
         policy_cfg = task_info.get('policy')
         if not isinstance(policy_cfg, dict):
             raise KeyError(f"learner task: task_info['policy'] must be the policy config dict, got {policy_cfg!r}")
@@ -81,8 +83,9 @@ class BaseCommLearner(ABC):
         max_iterations = task_info.get('max_iterations')
         if max_iterations is not None:
             if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, float)) or max_iterations < 0:
-                raise ValueError(f"learner task: task_info['max_iterations'] must be an int >= 0, "
-                                 f"got {max_iterations!r}")
+                raise ValueError(
+                    f"learner task: task_info['max_iterations'] must be an int >= 0, got {max_iterations!r}"
+                )
             learner_cfg.train_iterations = int(max_iterations)
 
         policy = create_policy(EasyDict(copy.deepcopy(dict(policy_cfg))), enable_field=['learn'])
@@ -95,7 +98,7 @@ class BaseCommLearner(ABC):
             try:
                 batch_size = int(full_cfg['learn']['batch_size'])
             except (KeyError, TypeError, ValueError):
-                raise KeyError("learner task: the policy config has no learn.batch_size") from None
+                raise KeyError('learner task: the policy config has no learn.batch_size') from None
             learn_mode.set_attribute('batch_size', batch_size)
         learner = create_learner(
             learner_cfg,
@@ -119,6 +122,7 @@ class BaseCommLearner(ABC):
         the coordinator's dict for a task moved after a learner died (``checkpoint: 'auto'``, ``not_before``:
         only checkpoints of this run). Loads it with ``resume_learner``; returns the path or None."""
         from ding.entry.resume import RESUME_NEVER, resume_learner
+
         if isinstance(resume, dict):
             setting, not_before = resume.get('checkpoint'), resume.get('not_before')
         else:
@@ -128,7 +132,7 @@ class BaseCommLearner(ABC):
         return resume_learner(learner, setting, not_before=not_before)
 
 
-def create_comm_learner(cfg: Dict[str, Any]) -> BaseCommLearner:
+def create_comm_learner(cfg: dict[str, Any]) -> BaseCommLearner:
     """Build the comm learner registered as ``cfg.type`` (default ``'flask_fs'``), importing ``cfg.import_names``."""
     cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
     import_module(cfg.get('import_names', []))

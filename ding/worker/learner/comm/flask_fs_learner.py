@@ -30,6 +30,7 @@ Every demand also opts in to batches as dicts of columns of the metadata fields 
 see docs/parallel.md): less JSON to decode and no
 per-sample dicts to walk. A coordinator that ignores the opt-in sends lists of dicts; both are accepted.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,7 +41,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,11 +54,27 @@ from ding.utils.learn_task_layout import COLUMNS_LAYOUT
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.learner.learner_hook import iterations_done
+
 from .base_comm_learner import BaseCommLearner
-from .learn_task_data import (META_TO_SAMPLE, DataIdRows, as_columns, batch_size_of,
-                              data_id_bound, demand_fields, group_metadata, group_rows, grouped_order,
-                              learn_task_batches, metadata_columns, number_or_none, policy_iters, policy_versions,
-                              split_batch, split_data_ids, take)
+from .learn_task_data import (
+    META_TO_SAMPLE,
+    DataIdRows,
+    as_columns,
+    batch_size_of,
+    data_id_bound,
+    demand_fields,
+    group_metadata,
+    group_rows,
+    grouped_order,
+    learn_task_batches,
+    metadata_columns,
+    number_or_none,
+    policy_iters,
+    policy_versions,
+    split_batch,
+    split_data_ids,
+    take,
+)
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 # How often blocked queue operations wake up to see whether the learner task was closed (seconds).
@@ -71,9 +88,9 @@ class _Infos:
     ``FlaskFileSystemLearner._hand_over_info``): one hand-over between the learner thread and the learn
     task's thread per group instead of one per iteration."""
 
-    __slots__ = ('items', )
+    __slots__ = ('items',)
 
-    def __init__(self, items: List[Dict[str, Any]]) -> None:
+    def __init__(self, items: list[dict[str, Any]]) -> None:
         self.items = items
 
 
@@ -81,9 +98,9 @@ class _Prepared:
     """A batch built ahead, with the rest of its learn task (``FlaskFileSystemLearner._load_group``): what
     ``_load_batch`` returns for it."""
 
-    __slots__ = ('loaded', )
+    __slots__ = ('loaded',)
 
-    def __init__(self, loaded: Tuple[Any, List[Any], int, int]) -> None:
+    def __init__(self, loaded: tuple[Any, list[Any], int, int]) -> None:
         self.loaded = loaded
 
 
@@ -97,7 +114,7 @@ class _Demanded:
     wait for every learn info it owes, even when the learner ends meanwhile.
     """
 
-    __slots__ = ('seq', )
+    __slots__ = ('seq',)
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
@@ -120,7 +137,7 @@ class LearnerSlave(CallbackSlave):
     }
     ROLE = 'learner'
 
-    def _process_task(self, task: Dict[str, Any]) -> Dict[str, Any]:
+    def _process_task(self, task: dict[str, Any]) -> dict[str, Any]:
         name, fn = self._route(task)
         task_info = task.get('task_info') or {}
         if name == 'resource':
@@ -132,8 +149,9 @@ class LearnerSlave(CallbackSlave):
     def _lost_connection(self, master_address: str, err: Exception) -> None:
         self._lost_master(master_address, err)
 
-    def _after_disconnection(self, status_code: int, success: bool, code: int, message: str,
-                             data: Dict[str, Any]) -> None:
+    def _after_disconnection(
+        self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]
+    ) -> None:
         # A coordinator that disconnects has given up this worker's task (it fails and moves it).
         if success:
             self._lost_master('the coordinator', 'it disconnected')
@@ -154,7 +172,7 @@ class _PolicyPublisher:
         self._write = write
         self._min_interval = float(min_interval)
         self._cond = threading.Condition()
-        self._pending: Optional[Tuple[Any, Dict[str, Any], int]] = None
+        self._pending: tuple[Any, dict[str, Any], int] | None = None
         self._busy = False
         self._stop = False
         self._flushing = 0
@@ -168,12 +186,12 @@ class _PolicyPublisher:
         a stale answer only moves one publish by one ``send_policy_freq``)."""
         return run is not self._last_run or time.monotonic() >= self._next_write
 
-    def submit(self, run: Any, model: Dict[str, Any], policy_iter: int) -> None:
+    def submit(self, run: Any, model: dict[str, Any], policy_iter: int) -> None:
         with self._cond:
             self._pending = (run, model, policy_iter)
             self._cond.notify_all()
 
-    def flush(self, timeout: Optional[float] = None) -> bool:
+    def flush(self, timeout: float | None = None) -> bool:
         """Write what is pending now (no interval) and wait until it is written; False on timeout."""
         with self._cond:
             self._flushing += 1
@@ -183,7 +201,7 @@ class _PolicyPublisher:
             finally:
                 self._flushing -= 1
 
-    def close(self, timeout: Optional[float] = None) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Write what is pending, then stop the thread."""
         with self._cond:
             self._stop = True
@@ -216,8 +234,17 @@ class _PolicyPublisher:
 class _Run:
     """One learner task: its learner and thread, and what the comm learner tracks about it."""
 
-    def __init__(self, task_id: str, learner: Any, policy_name: str, path_policy: str, path_data: str,
-                 max_staleness: float, comm_batches: int = 1, policy_cfg: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        learner: Any,
+        policy_name: str,
+        path_policy: str,
+        path_data: str,
+        max_staleness: float,
+        comm_batches: int = 1,
+        policy_cfg: dict[str, Any] | None = None,
+    ) -> None:
         self.task_id = task_id
         self.learner = learner
         self.policy_name = policy_name
@@ -229,28 +256,28 @@ class _Run:
         self.max_staleness = max_staleness
         # Batches asked for per data demand (``num_batches``): one HTTP round trip serves that many iterations.
         self.comm_batches = comm_batches
-        self.pending: Deque[Any] = deque()  # batches of metadata received, not yet handed to the learner
+        self.pending: deque[Any] = deque()  # batches of metadata received, not yet handed to the learner
         self.owed = 0  # learn infos / rejections still owed to learn tasks (num_batches demands)
         self.demand_out = False  # a num_batches demand was issued and its batches have not arrived yet
         self.demands_issued = 0  # num_batches demands issued so far (the seq of the latest one)
         self.starved_s = 0.0  # time the data loader waited with no batch left (num_batches demands)
-        self.thread: Optional[threading.Thread] = None
+        self.thread: threading.Thread | None = None
         self.ending = threading.Event()  # set: nothing may block on this run's queues any more
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
         self.published = threading.Event()  # set: the weights were published once (before_run)
         self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
         # Learn infos of a num_batches run not handed to the learn task yet, and whether the next one goes at
         # once (a learn task that saw a later demand waits for its first info to answer)
-        self.info_group: List[Dict[str, Any]] = []
+        self.info_group: list[dict[str, Any]] = []
         self.info_lock = threading.Lock()
         self.info_now = True
         self.reason = ''
-        self.error: Optional[str] = None
-        self.outstanding_demand: Optional[Dict[str, Any]] = None
+        self.error: str | None = None
+        self.outstanding_demand: dict[str, Any] | None = None
         # (policy_iter of each trained sample, stale dropped, unreadable) per batch handed to the learner, in
         # training order: the learner trains batches in the order get_data returns them.
-        self.batch_stats: Deque[Tuple[List[int], int, int]] = deque()
-        self.bad_files: Dict[str, str] = {}  # corrupt file name -> why (never read again this run)
+        self.batch_stats: deque[tuple[list[int], int, int]] = deque()
+        self.bad_files: dict[str, str] = {}  # corrupt file name -> why (never read again this run)
         self.logged_files: set = set()  # unreadable file names already logged
         self.learn_infos = 0
         self.rejected_batches = 0
@@ -260,21 +287,21 @@ class _Run:
         # (waiting for the learner) versus between them (the coordinator and the HTTP hops).
         self.in_tasks_s = 0.0
         self.between_tasks_s = 0.0
-        self.last_task_end: Optional[float] = None
+        self.last_task_end: float | None = None
         # (wall clock, process CPU time) when the first and the latest learn info of the run were sent: the
         # run's end log reports the iterations between them with the wall time and the CPU time of this whole
         # process (every thread: training, data loading, HTTP tasks, policy files), which benchmarks read.
-        self.first_info_clock: Optional[Tuple[float, float, float]] = None
-        self.last_info_clock: Optional[Tuple[float, float, float]] = None  # wall, process, thread CPU
+        self.first_info_clock: tuple[float, float, float] | None = None
+        self.last_info_clock: tuple[float, float, float] | None = None  # wall, process, thread CPU
         # Which iteration a requested batch will train at, known without racing the learner thread:
         # batches handed to the learner minus batches trained are still to come before it.
         self._iter_lock = threading.Lock()
         self.start_iter = learner.train_iter
-        self.trained_version: Optional[int] = None  # learner iteration that trained the last reported batch
+        self.trained_version: int | None = None  # learner iteration that trained the last reported batch
         self.batches_handed = 0
         self.trained_batches = 0
 
-    def take_info_group(self, ask_now: bool = False) -> List[Dict[str, Any]]:
+    def take_info_group(self, ask_now: bool = False) -> list[dict[str, Any]]:
         """The learn infos grouped so far (see ``FlaskFileSystemLearner._hand_over_info``), leaving none;
         ``ask_now``: the next info goes to the learn tasks at once (a learn task may wait for its first)."""
         with self.info_lock:
@@ -282,7 +309,7 @@ class _Run:
             self.info_now = ask_now
         return group
 
-    def group_info(self, info: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+    def group_info(self, info: dict[str, Any]) -> list[dict[str, Any]] | None:
         """Add one learn info to the group; the group to hand over now, or None while it keeps growing (see
         ``FlaskFileSystemLearner._hand_over_info``)."""
         with self.info_lock:
@@ -303,7 +330,7 @@ class _Run:
         with self._iter_lock:
             self.batches_handed += 1
 
-    def batch_trained(self, version: int) -> Tuple[int, int]:
+    def batch_trained(self, version: int) -> tuple[int, int]:
         """Count a trained batch; returns (and clears) the stale / unreadable counts of rejected batches."""
         with self._iter_lock:
             self.trained_version = version
@@ -344,8 +371,7 @@ def _stop_requested(learner: Any) -> bool:
     return bool(getattr(learner, '_end_flag', True))
 
 
-def _demand(run: _Run, batch_size: int, cur_learner_iter: int,
-            num_batches: Optional[int] = None) -> Dict[str, Any]:
+def _demand(run: _Run, batch_size: int, cur_learner_iter: int, num_batches: int | None = None) -> dict[str, Any]:
     """A data demand: its batch size, the iteration its (first) batch trains at, ``num_batches`` when the run
     asks for several per demand, and the opt-in to batches as columns of the fields the learner reads."""
     demand = {'batch_size': int(batch_size), 'cur_learner_iter': cur_learner_iter, 'task_id': run.task_id}
@@ -422,7 +448,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         cfg.cfg_type = cls.__name__ + 'Dict'
         return cfg
 
-    def __init__(self, cfg: Dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any]) -> None:
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
@@ -432,23 +458,24 @@ class FlaskFileSystemLearner(BaseCommLearner):
         self._send_policy_freq = _check_freq(cfg.send_policy_freq, f'comm learner {cfg.name}: send_policy_freq')
         interval = cfg.send_policy_min_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval < math.inf:
-            raise ValueError(f"comm learner {cfg.name}: send_policy_min_interval must be a number of seconds >= 0, "
-                             f"got {interval!r}")
+            raise ValueError(
+                f'comm learner {cfg.name}: send_policy_min_interval must be a number of seconds >= 0, got {interval!r}'
+            )
         workers = cfg.load_workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"comm learner {cfg.name}: load_workers must be a positive integer, got {workers!r}")
+            raise ValueError(f'comm learner {cfg.name}: load_workers must be a positive integer, got {workers!r}')
 
-        self._data_demand_queue: 'queue.Queue' = queue.Queue(maxsize=1)
-        self._data_result_queue: 'queue.Queue' = queue.Queue(maxsize=1)
+        self._data_demand_queue: queue.Queue = queue.Queue(maxsize=1)
+        self._data_result_queue: queue.Queue = queue.Queue(maxsize=1)
         # Unbounded: with comm_batches > 1 a learn task may be answered before the last batches it brought
         # have trained, and the learner must not wait for the next learn task to hand over their infos.
         # (One learn info per batch handed over bounds it.)
-        self._learn_info_queue: 'queue.Queue' = queue.Queue()
-        self._run: Optional[_Run] = None
+        self._learn_info_queue: queue.Queue = queue.Queue()
+        self._run: _Run | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of learner tasks and of the comm learner
-        self._slave: Optional[LearnerSlave] = None
-        self._pool: Optional[ThreadPoolExecutor] = None
-        self._publisher: Optional[_PolicyPublisher] = None
+        self._slave: LearnerSlave | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._publisher: _PolicyPublisher | None = None
         self._logger = None
         self._closed = False
         self._service: Any = None  # ding.service.ServiceRuntime when the task's config enables the run service
@@ -461,8 +488,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         cfg = self._cfg
         self._logger, _ = build_logger(f'./{cfg.exp_name}/log/comm_{cfg.name}', f'comm_{cfg.name}', need_tb=False)
         self._pool = ThreadPoolExecutor(max_workers=cfg.load_workers, thread_name_prefix=f'ding-{cfg.name}-read')
-        self._publisher = _PolicyPublisher(self._write_policy, f'ding-{cfg.name}-publish',
-                                           float(cfg.send_policy_min_interval))
+        self._publisher = _PolicyPublisher(
+            self._write_policy, f'ding-{cfg.name}-publish', float(cfg.send_policy_min_interval)
+        )
         callbacks = {
             'deal_with_resource': self.deal_with_resource,
             'deal_with_learner_start': self.deal_with_learner_start,
@@ -472,9 +500,16 @@ class FlaskFileSystemLearner(BaseCommLearner):
             'deal_with_lost_master': self.deal_with_lost_master,
         }
         try:
-            slave = LearnerSlave(cfg.host, cfg.port, callbacks, heartbeat_span=cfg.heartbeat_span,
-                                 request_retries=cfg.request_retries, request_retry_waiting=cfg.request_retry_waiting,
-                                 request_timeout=cfg.request_timeout, channel=cfg.channel)
+            slave = LearnerSlave(
+                cfg.host,
+                cfg.port,
+                callbacks,
+                heartbeat_span=cfg.heartbeat_span,
+                request_retries=cfg.request_retries,
+                request_retry_waiting=cfg.request_retry_waiting,
+                request_timeout=cfg.request_timeout,
+                channel=cfg.channel,
+            )
             slave.start()  # raises at once when the port is taken (the parallel worker retries elsewhere)
         except BaseException:
             self._pool.shutdown(wait=False)
@@ -514,7 +549,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return self._slave.port if self._slave is not None else self._cfg.port
 
     @property
-    def slave(self) -> Optional[LearnerSlave]:
+    def slave(self) -> LearnerSlave | None:
         return self._slave
 
     @property
@@ -524,7 +559,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return run.learner if run is not None else None
 
     @property
-    def hooks4call(self) -> List[Any]:
+    def hooks4call(self) -> list[Any]:
         gate = LearnInfoGate()
         return [
             # After load_ckpt (priority 20): collectors start from the weights the learner really has.
@@ -538,7 +573,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
     # ---- queue helpers -------------------------------------------------------------------------------
     @staticmethod
-    def _put(q: 'queue.Queue', item: Any, run: _Run) -> bool:
+    def _put(q: queue.Queue, item: Any, run: _Run) -> bool:
         """Put into a length-one queue; False if the run ended first."""
         while not run.ending.is_set():
             try:
@@ -549,7 +584,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return False
 
     @staticmethod
-    def _get(q: 'queue.Queue', run: _Run) -> Any:
+    def _get(q: queue.Queue, run: _Run) -> Any:
         """Take from a length-one queue; None if the run ended first (an item put just before still counts)."""
         while True:
             try:
@@ -611,11 +646,14 @@ class FlaskFileSystemLearner(BaseCommLearner):
             # No iteration trains on this batch, so its learn task carries no learn info (``infos`` is empty);
             # the counts reach the coordinator with the next learn info.
             run.batch_rejected(stale, unreadable)
-            message = (f'all {batch_size_of(metadata)} samples of the batch were rejected (stale: {stale}, '
-                       f'unreadable: {unreadable}); asking for new data')
+            message = (
+                f'all {batch_size_of(metadata)} samples of the batch were rejected (stale: {stale}, '
+                f'unreadable: {unreadable}); asking for new data'
+            )
             self._logger.warning(f'learner task {run.task_id}: {message}')
-            self._put(self._learn_info_queue, {'task_id': run.task_id, 'trained': False, 'infos': [],
-                                               'message': message}, run)
+            self._put(
+                self._learn_info_queue, {'task_id': run.task_id, 'trained': False, 'infos': [], 'message': message}, run
+            )
         # Ending: an empty batch lets the learner's loop see its stop flag; until that flag is set (start()
         # clears it when it begins) answer "no data yet" so the learner never trains on an empty batch.
         return [] if _stop_requested(run.learner) else None
@@ -645,8 +683,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if not run.demand_out and len(run.pending) < 2 * run.comm_batches:
                 wanted = run.learner.cfg.train_iterations - run.batches_handed - len(run.pending)
                 if wanted > 0:
-                    demand = _demand(run, batch_size, run.next_batch_iter() + len(run.pending),
-                                     num_batches=min(run.comm_batches, wanted))
+                    demand = _demand(
+                        run,
+                        batch_size,
+                        run.next_batch_iter() + len(run.pending),
+                        num_batches=min(run.comm_batches, wanted),
+                    )
                     # Counted before the demand is visible: its learn task reads the count as its own seq.
                     run.demands_issued += 1
                     if not self._put(self._data_demand_queue, demand, run):
@@ -664,7 +706,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 return None
         return None
 
-    def _load_batch(self, run: _Run, metadata: Any) -> Tuple[Any, List[int], int, int]:
+    def _load_batch(self, run: _Run, metadata: Any) -> tuple[Any, list[int], int, int]:
         """(batch, policy_iter of each sample, stale dropped, unreadable): drop stale samples, load the files of
         the rest (uncached ones concurrently), then build the batch.
 
@@ -710,7 +752,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             unreadable += failed
         return batch, policy_iters(batch), stale, unreadable
 
-    def _load_group(self, run: _Run, batches: List[Any]) -> List[Any]:
+    def _load_group(self, run: _Run, batches: list[Any]) -> list[Any]:
         """A learn task's batches (``num_batches`` runs), built all at once where that gives what ``_load_batch``
         gives for each (the usual case: columns of well-formed data ids of files that load, no staleness
         bound): one data-id split, one ``gather`` and one metadata collation for the task instead of one per
@@ -738,7 +780,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         gathered.update(meta)
         return [_Prepared((batch, policy_iters(batch), 0, 0)) for batch in split_batch(gathered, sizes)]
 
-    def _load_files(self, run: _Run, files: List[str]) -> bool:
+    def _load_files(self, run: _Run, files: list[str]) -> bool:
         """Load the files not cached yet (concurrently on the read pool); False if one does not load."""
         reader = run.reader
         uncached = [name for name in files if not reader.cached(name)]
@@ -753,7 +795,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return True
 
     @staticmethod
-    def _fresh_positions(run: _Run, columns: Dict[str, List[Any]]) -> Tuple[Optional[List[int]], int]:
+    def _fresh_positions(run: _Run, columns: dict[str, list[Any]]) -> tuple[list[int] | None, int]:
         """Positions of the samples at most ``max_staleness`` iterations older than the learner (None: all of
         them), and how many were dropped. A sample without a policy version is never stale."""
         bound = run.max_staleness
@@ -765,8 +807,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return (np.flatnonzero(~too_old).tolist() if stale else None), stale
 
     @staticmethod
-    def _rows_in_cached_files(run: _Run, columns: Dict[str, List[Any]],
-                              positions: Optional[List[int]]) -> Optional[Tuple[List[Tuple[str, int]], Any]]:
+    def _rows_in_cached_files(
+        run: _Run, columns: dict[str, list[Any]], positions: list[int] | None
+    ) -> tuple[list[tuple[str, int]], Any] | None:
         """``(rows, positions of their samples)`` without a check per file, when every data id is well formed
         and names a cached file not known to be bad: the usual case once the reader's cache is warm. None
         otherwise (``_checked_rows`` reads, checks and logs). An index beyond its file makes ``gather`` raise."""
@@ -784,16 +827,17 @@ class FlaskFileSystemLearner(BaseCommLearner):
             positions = take(positions, order) if positions is not None else order
         return list(zip(names, indices)), positions
 
-    def _checked_rows(self, run: _Run, columns: Dict[str, List[Any]],
-                      positions: Optional[List[int]]) -> Tuple[List[Tuple[str, int]], List[int], int]:
+    def _checked_rows(
+        self, run: _Run, columns: dict[str, list[Any]], positions: list[int] | None
+    ) -> tuple[list[tuple[str, int]], list[int], int]:
         """``(rows, positions of their samples, unreadable)``: the samples whose files load and hold them,
         grouped by file. Malformed data ids and unreadable files are logged (a file once), corrupt files
         remembered in ``run.bad_files``."""
         data_ids = columns['data_id']
         # file name -> (positions in the columns, sample indices in the file)
-        groups: Dict[str, Tuple[List[int], List[int]]] = {}
+        groups: dict[str, tuple[list[int], list[int]]] = {}
         unreadable = 0
-        for i in (range(len(data_ids)) if positions is None else positions):
+        for i in range(len(data_ids)) if positions is None else positions:
             try:
                 name, index = split_data_id(data_ids[i])
             except ValueError as exc:
@@ -813,13 +857,18 @@ class FlaskFileSystemLearner(BaseCommLearner):
         # dictionary lookup, cheaper done here than handed to another thread.
         reader = run.reader
         uncached = [name for name in groups if not reader.cached(name)] if self._pool is not None else []
-        futures = {name: self._pool.submit(self._check_group, run, name, *groups[name])
-                   for name in uncached} if len(uncached) > 1 else {}
-        results = [(name, futures[name].result() if name in futures else self._check_group(run, name, *group))
-                   for name, group in groups.items()]
+        futures = (
+            {name: self._pool.submit(self._check_group, run, name, *groups[name]) for name in uncached}
+            if len(uncached) > 1
+            else {}
+        )
+        results = [
+            (name, futures[name].result() if name in futures else self._check_group(run, name, *group))
+            for name, group in groups.items()
+        ]
 
-        rows: List[Tuple[str, int]] = []  # (file, index) of each sample to train on
-        kept: List[int] = []  # ... and its position in the columns
+        rows: list[tuple[str, int]] = []  # (file, index) of each sample to train on
+        kept: list[int] = []  # ... and its position in the columns
         for name, (valid, error) in results:
             if error is not None:
                 n = len(groups[name][0])
@@ -830,8 +879,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     run.bad_files[name] = error
                 if name not in run.logged_files:
                     run.logged_files.add(name)
-                    self._logger.warning(f'learner task {run.task_id}: skipped {n} sample(s) of unreadable file '
-                                         f'{path}: {error}')
+                    self._logger.warning(
+                        f'learner task {run.task_id}: skipped {n} sample(s) of unreadable file {path}: {error}'
+                    )
                 continue
             unreadable += len(groups[name][0]) - len(valid)
             for i, index in valid:
@@ -839,8 +889,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 kept.append(i)
         return rows, kept, unreadable
 
-    def _read_one_by_one(self, run: _Run, rows: List[Tuple[str, int]], columns: Dict[str, List[Any]],
-                         positions: Optional[List[int]]) -> Tuple[List[Dict[str, Any]], int]:
+    def _read_one_by_one(
+        self, run: _Run, rows: list[tuple[str, int]], columns: dict[str, list[Any]], positions: list[int] | None
+    ) -> tuple[list[dict[str, Any]], int]:
         """The batch as a list of sample dicts (files that ``gather`` cannot collate), each with its metadata
         fields of ``META_TO_SAMPLE``; and how many samples could not be read."""
         meta = [(key, columns[key]) for key in META_TO_SAMPLE if columns.get(key) is not None]
@@ -858,8 +909,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             batch.append(sample)
         return batch, failed
 
-    def _check_group(self, run: _Run, name: str, positions: List[int],
-                     indices: List[int]) -> Tuple[List[Tuple[int, int]], Optional[str]]:
+    def _check_group(
+        self, run: _Run, name: str, positions: list[int], indices: list[int]
+    ) -> tuple[list[tuple[int, int]], str | None]:
         """Load file ``name`` (into the reader's cache) and check the sample ``indices``:
         ``([(position, index) of each sample it holds], None)``, or ``([], why)`` if the file is bad."""
         try:
@@ -873,8 +925,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if index < n:
                 valid.append((position, index))
             else:
-                self._logger.warning(f"learner task {run.task_id}: sample skipped: data_id '{name}#{index}' is "
-                                     f"beyond the samples of its file")
+                self._logger.warning(
+                    f"learner task {run.task_id}: sample skipped: data_id '{name}#{index}' is "
+                    f'beyond the samples of its file'
+                )
         return valid, None
 
     def policy_publish_due(self) -> bool:
@@ -889,7 +943,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             run.publish_skipped = True
         return due
 
-    def send_policy(self, state_dict: Dict[str, Any]) -> None:
+    def send_policy(self, state_dict: dict[str, Any]) -> None:
         """Publish ``{'model', 'iter'}`` as ``{path_policy}/{policy_name}.safetensors`` (called by SendPolicyHook).
 
         The learner thread only snapshots the weights; the write happens on the publisher thread.
@@ -897,12 +951,14 @@ class FlaskFileSystemLearner(BaseCommLearner):
         run = self._run
         if run is None:
             return
-        snapshot = {k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v
-                    for k, v in state_dict['model'].items()}
+        snapshot = {
+            k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v
+            for k, v in state_dict['model'].items()
+        }
         run.publish_skipped = False
         self._publisher.submit(run, snapshot, int(state_dict['iter']))
 
-    def _write_policy(self, run: _Run, model: Dict[str, Any], policy_iter: int) -> None:
+    def _write_policy(self, run: _Run, model: dict[str, Any], policy_iter: int) -> None:
         """Publisher thread: write one policy file.
 
         ``save_policy`` overwriting the file in place would leave collectors polling it without a manifest
@@ -919,7 +975,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             self._logger.error(f'learner task {run.task_id}: cannot write the policy to {run.path_policy}: {exc}')
         run.published.set()
 
-    def send_learn_info(self, learn_info: Dict[str, Any]) -> None:
+    def send_learn_info(self, learn_info: dict[str, Any]) -> None:
         """Complete the learn info of the iteration just trained and hand it to the waiting learn task."""
         run = self._run
         if run is None or run.ending.is_set():
@@ -931,7 +987,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         stale += carried_stale
         unreadable += carried_unreadable
         scalar = learner.log_buffer['scalar']
-        info: Dict[str, Any] = {}
+        info: dict[str, Any] = {}
         for k, v in scalar.items():
             v = number_or_none(v)
             if v is not None and k not in _OWN_SCALARS:
@@ -939,8 +995,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if 'total_loss' in info:
             info['loss'] = info['total_loss']
         if policy_iters:
-            lag = {'min': version - max(policy_iters), 'mean': version - sum(policy_iters) / len(policy_iters),
-                   'max': version - min(policy_iters)}
+            lag = {
+                'min': version - max(policy_iters),
+                'mean': version - sum(policy_iters) / len(policy_iters),
+                'max': version - min(policy_iters),
+            }
             scalar['policy_lag_min'] = lag['min']
             scalar['policy_lag_mean'] = lag['mean']
             scalar['policy_lag_max'] = lag['max']
@@ -948,17 +1007,19 @@ class FlaskFileSystemLearner(BaseCommLearner):
             lag = None
         scalar['stale_dropped'] = stale
         priority_info = learn_info.get('priority_info')
-        info.update({
-            'task_id': run.task_id,
-            'trained': True,
-            'learner_step': learn_info['learner_step'],
-            'learner_done': bool(learn_info.get('learner_done', False)),
-            'policy_iter': version + 1,
-            'priority_info': _plain(priority_info) if priority_info else None,
-            'policy_lag': lag,
-            'stale_dropped': stale,
-            'unreadable': unreadable,
-        })
+        info.update(
+            {
+                'task_id': run.task_id,
+                'trained': True,
+                'learner_step': learn_info['learner_step'],
+                'learner_done': bool(learn_info.get('learner_done', False)),
+                'policy_iter': version + 1,
+                'priority_info': _plain(priority_info) if priority_info else None,
+                'policy_lag': lag,
+                'stale_dropped': stale,
+                'unreadable': unreadable,
+            }
+        )
         if info['learner_done']:
             run.reason = 'finished'
         if self._hand_over_info(run, info):
@@ -967,7 +1028,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 run.first_info_clock = run.last_info_clock
             run.learn_infos += 1
 
-    def _hand_over_info(self, run: _Run, info: Dict[str, Any]) -> bool:
+    def _hand_over_info(self, run: _Run, info: dict[str, Any]) -> bool:
         """Give one iteration's learn info to the learn tasks; False if the run ended first.
 
         A single-batch run puts each info into the queue (its learn task waits for exactly that one). A
@@ -982,10 +1043,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return True if group is None else self._put(self._learn_info_queue, _Infos(group), run)
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
-    def deal_with_resource(self) -> Dict[str, int]:
+    def deal_with_resource(self) -> dict[str, int]:
         return {'cpu': os.cpu_count() or 1, 'gpu': torch.cuda.device_count() if torch.cuda.is_available() else 0}
 
-    def _active_run(self, what: str, task_info: Dict[str, Any]) -> _Run:
+    def _active_run(self, what: str, task_info: dict[str, Any]) -> _Run:
         run = self._run
         if run is None:
             raise TaskFail(message=f'{what}: no learner task is running; send learner_start_task first')
@@ -996,7 +1057,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             raise TaskFail(message=run.ended_message(what))
         return run
 
-    def deal_with_learner_start(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_learner_start(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Build the learner of a start task and start training in a new thread."""
         if not isinstance(task_info, dict) or not isinstance(task_info.get('task_id'), str):
             raise TaskFail(message="learner_start_task: task_info must be a dict with a string 'task_id'")
@@ -1009,8 +1070,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.warning(f'learner task {old.task_id} is still running: closing it for task {task_id}')
                 self._stop_run(old, f'replaced by learner task {task_id}')
                 if not old.finished.is_set():
-                    raise TaskFail(message=f'learner_start_task {task_id}: the previous learner task '
-                                           f'{old.task_id} did not stop within {self._cfg.stop_timeout}s')
+                    raise TaskFail(
+                        message=f'learner_start_task {task_id}: the previous learner task '
+                        f'{old.task_id} did not stop within {self._cfg.stop_timeout}s'
+                    )
             self._drain_queues()
             try:
                 run = self._prepare_run(task_info)
@@ -1018,25 +1081,36 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 raise
             except Exception as exc:
                 self._logger.exception(f'learner_start_task {task_id}: cannot create the learner')
-                raise TaskFail(message=f'learner_start_task {task_id}: cannot create the learner: '
-                                       f'{type(exc).__name__}: {exc}') from exc
+                raise TaskFail(
+                    message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}'
+                ) from exc
             self._run = run
-            run.thread = threading.Thread(target=self._learner_loop, args=(run, ), daemon=True,
-                                          name=f'ding-{self._cfg.name}-learner')
+            run.thread = threading.Thread(
+                target=self._learner_loop, args=(run,), daemon=True, name=f'ding-{self._cfg.name}-learner'
+            )
             run.thread.start()
             # Answer once the weights are published: collectors started after this find the policy file.
             while not run.published.wait(_POLL_S):
                 if run.finished.is_set():
                     raise TaskFail(message=run.ended_message(f'learner_start_task {task_id}'))
-        self._logger.info(f'learner task {task_id} started at iteration {run.learner.train_iter}, '
-                          f'{run.learner.cfg.train_iterations} iterations to train')
+        self._logger.info(
+            f'learner task {task_id} started at iteration {run.learner.train_iter}, '
+            f'{run.learner.cfg.train_iterations} iterations to train'
+        )
         service = self._service
-        address = service.server.address if service is not None and service.server is not None and \
-            service.weights is not None else None
-        return {'message': 'learner task has started', 'task_id': task_id, 'start_iter': run.learner.train_iter,
-                'weights_address': address}
+        address = (
+            service.server.address
+            if service is not None and service.server is not None and service.weights is not None
+            else None
+        )
+        return {
+            'message': 'learner task has started',
+            'task_id': task_id,
+            'start_iter': run.learner.train_iter,
+            'weights_address': address,
+        }
 
-    def _prepare_run(self, task_info: Dict[str, Any]) -> _Run:
+    def _prepare_run(self, task_info: dict[str, Any]) -> _Run:
         cfg = self._cfg
         learner_cfg = task_info.get('learner_cfg') or {}
         max_staleness = learner_cfg.get('max_staleness', math.inf) if isinstance(learner_cfg, dict) else math.inf
@@ -1045,11 +1119,15 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if isinstance(max_staleness, bool) or not isinstance(max_staleness, (int, float)) or max_staleness < 0:
             raise ValueError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
         # DI-engine keeps send_policy_freq in policy.learn.learner; the comm learner config's is the default.
-        freq = learner_cfg.get('send_policy_freq', cfg.send_policy_freq) if isinstance(learner_cfg, dict) \
+        freq = (
+            learner_cfg.get('send_policy_freq', cfg.send_policy_freq)
+            if isinstance(learner_cfg, dict)
             else cfg.send_policy_freq
+        )
         self._send_policy_freq = _check_freq(freq, "learner config 'send_policy_freq'")
-        comm_batches = learner_cfg.get('comm_batches', cfg.comm_batches) if isinstance(learner_cfg, dict) \
-            else cfg.comm_batches
+        comm_batches = (
+            learner_cfg.get('comm_batches', cfg.comm_batches) if isinstance(learner_cfg, dict) else cfg.comm_batches
+        )
         comm_batches = _check_freq(comm_batches, "learner config 'comm_batches'")
         instance_name = task_info.get('instance_name') or cfg.name
         policy_name = task_info.get('policy_name') or f'policy_{instance_name}'
@@ -1057,8 +1135,16 @@ class FlaskFileSystemLearner(BaseCommLearner):
         path_data = task_info.get('path_data') or cfg.path_data
 
         learner = self._create_learner(task_info)
-        run = _Run(task_info['task_id'], learner, policy_name, path_policy, path_data, float(max_staleness),
-                   comm_batches, task_info['policy'])
+        run = _Run(
+            task_info['task_id'],
+            learner,
+            policy_name,
+            path_policy,
+            path_data,
+            float(max_staleness),
+            comm_batches,
+            task_info['policy'],
+        )
         self._attach_service(task_info, learner)
         resume = task_info.get('resume')
         if resume:
@@ -1072,7 +1158,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
         return run
 
-    def _attach_service(self, task_info: Dict[str, Any], learner: Any) -> None:
+    def _attach_service(self, task_info: dict[str, Any], learner: Any) -> None:
         """The run service of this learner process (``task_info['service']``, the config's ``service``
         section): ``/metrics``, ``/healthz``, ``/weights/*`` and ``/run/*`` on a free port (the configured
         port is the coordinator's), address in ``./{exp_name}/run_{name}.json``. Started once per process,
@@ -1084,13 +1170,19 @@ class FlaskFileSystemLearner(BaseCommLearner):
         runtime = self._service
         if runtime is None:
             from ding.service.hooks import ServiceRuntime
-            runtime = ServiceRuntime(dict(section, port=0), task_info.get('exp_name') or self._cfg.exp_name,
-                                     instance=name, log=self._logger.info)
+
+            runtime = ServiceRuntime(
+                dict(section, port=0),
+                task_info.get('exp_name') or self._cfg.exp_name,
+                instance=name,
+                log=self._logger.info,
+            )
             self._service = runtime
         runtime.attach_learner(learner, control_hook=True, on_terminate=_request_stop)
         # Tunes the coordinator forwards (it checked them against the config): loss weights the policy keeps,
         # and batch_size, the size get_data asks the coordinator for from the next demand on.
         from ding.service.hooks import register_batch_size_attribute, register_loss_weights
+
         register_loss_weights(runtime.control, learner.policy)
         register_batch_size_attribute(runtime.control, learner.policy)
         if runtime.metrics is not None:
@@ -1098,7 +1190,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
         runtime.start_server(run_file=f'run_{name}.json')
 
-    def _resume(self, run: _Run, resume: Dict[str, Any], path_policy: str) -> None:
+    def _resume(self, run: _Run, resume: dict[str, Any], path_policy: str) -> None:
         """A task moved here from a dead learner: continue from the weights it last published."""
         if resume.get('policy_name'):
             run.policy_name = resume['policy_name']
@@ -1107,8 +1199,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             state, policy_iter = load_policy(path)
             run.learner.policy.load_state_dict({'model': state})
         except (CheckpointError, KeyError, RuntimeError) as exc:
-            self._logger.warning(f'learner task {run.task_id}: cannot resume from {path} ({exc}); '
-                                 f'training starts from fresh weights')
+            self._logger.warning(
+                f'learner task {run.task_id}: cannot resume from {path} ({exc}); training starts from fresh weights'
+            )
             return
         run.learner.last_iter.update(policy_iter)
         self._logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
@@ -1125,8 +1218,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 run.reason = run.reason or 'closed'
             else:
                 run.error = f'{type(exc).__name__}: {exc}'
-                self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: '
-                                   f'{run.error}')
+                self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: {run.error}')
         finally:
             group = run.take_info_group()  # infos grouped when the run stopped early: to a learn task still waiting
             if group:
@@ -1147,22 +1239,27 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
             # The run's last weights are on disk before anyone is told it ended.
             if not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
-                self._logger.error(f'learner task {run.task_id}: the last policy file was not written within '
-                                   f'{self._cfg.stop_timeout}s')
+                self._logger.error(
+                    f'learner task {run.task_id}: the last policy file was not written within {self._cfg.stop_timeout}s'
+                )
             rounds = max(run.learn_infos + run.rejected_batches, 1)
             rates = ''
             if run.first_info_clock is not None and run.learn_infos > 1:
                 wall = run.last_info_clock[0] - run.first_info_clock[0]
                 cpu = run.last_info_clock[1] - run.first_info_clock[1]
                 training = run.last_info_clock[2] - run.first_info_clock[2]
-                rates = (f'; from the first learn info to the last: {run.learn_infos - 1} iterations in '
-                         f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)')
-            self._logger.info(f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
-                              f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
-                              f'{run.rejected_batches} batches rejected; per data round '
-                              f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
-                              f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
-                              f'{run.starved_s:.2f}s waiting with no batch received{rates}')
+                rates = (
+                    f'; from the first learn info to the last: {run.learn_infos - 1} iterations in '
+                    f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)'
+                )
+            self._logger.info(
+                f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
+                f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
+                f'{run.rejected_batches} batches rejected; per data round '
+                f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
+                f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
+                f'{run.starved_s:.2f}s waiting with no batch received{rates}'
+            )
             run.finished.set()  # last: whoever waits for it may start the next task at once
 
     def _stop_run(self, run: _Run, reason: str) -> None:
@@ -1180,8 +1277,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 _request_stop(run.learner)  # again: a learner that was just starting clears the flag
                 thread.join(_POLL_S)
             if thread.is_alive():
-                self._logger.error(f'learner task {run.task_id}: the learner thread did not stop within '
-                                   f'{self._cfg.stop_timeout}s')
+                self._logger.error(
+                    f'learner task {run.task_id}: the learner thread did not stop within {self._cfg.stop_timeout}s'
+                )
 
     def _ended(self, run: _Run, what: str) -> TaskFail:
         """The failure for a task that found its run ended, once the learner thread is done (closed, and the
@@ -1189,7 +1287,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         run.finished.wait(float(self._cfg.stop_timeout))
         return TaskFail(message=run.ended_message(what))
 
-    def deal_with_get_data(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_get_data(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Answer a get-data task with the learner's data demand (waits until the learner asks)."""
         run = self._active_run('learner_get_data_task', task_info)
         began = run.task_began()
@@ -1202,7 +1300,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         run.task_ended(began)
         return dict(run.outstanding_demand)
 
-    def deal_with_learner_learn(self, task_info: Dict[str, Any], data: Any) -> Dict[str, Any]:
+    def deal_with_learner_learn(self, task_info: dict[str, Any], data: Any) -> dict[str, Any]:
         """Hand the batch's metadata to the learner and answer with the learn info of the iteration it trained."""
         run = self._active_run('learner_learn_task', task_info)
         tune = task_info.get('tune')
@@ -1213,8 +1311,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
             except Exception as exc:  # a bad tune must not fail the learn task
                 self._logger.warning(f'learner task {run.task_id}: tune {tune} not applied: {exc}')
         if run.outstanding_demand is None:
-            raise TaskFail(message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
-                                   f'send learner_get_data_task first')
+            raise TaskFail(
+                message=f'learner_learn_task: learner task {run.task_id} has no data demand pending; '
+                f'send learner_get_data_task first'
+            )
         several = 'num_batches' in run.outstanding_demand
         batches = learn_task_batches(run.outstanding_demand, data)
         began = run.task_began()
@@ -1246,7 +1346,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             if answer.__class__ is _Demanded:
                 demanded = demanded or answer.seq > served
                 continue
-            for one in (answer.items if answer.__class__ is _Infos else (answer, )):
+            for one in answer.items if answer.__class__ is _Infos else (answer,):
                 run.owed -= 1
                 if one.get('trained'):
                     infos.append(one)
@@ -1258,7 +1358,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             result['message'] = '; '.join(messages)
         return result
 
-    def deal_with_learner_close(self, task_info: Dict[str, Any]) -> Dict[str, Any]:
+    def deal_with_learner_close(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Stop the running learner task (the comm learner stays up for the next start task)."""
         run = self._run
         task_id = task_info.get('task_id') if isinstance(task_info, dict) else None
@@ -1269,8 +1369,12 @@ class FlaskFileSystemLearner(BaseCommLearner):
             return {'message': 'learner task has closed', 'task_id': task_id, 'last_iter': 0}
         with self._lifecycle_lock:
             self._stop_run(run, 'closed by learner_close_task')
-        return {'message': 'learner task has closed', 'task_id': run.task_id, 'last_iter': run.learner.train_iter,
-                'learn_infos': run.learn_infos}
+        return {
+            'message': 'learner task has closed',
+            'task_id': run.task_id,
+            'last_iter': run.learner.train_iter,
+            'learn_infos': run.learn_infos,
+        }
 
     def deal_with_lost_master(self, master_address: str, err: Any) -> None:
         """The coordinator left (disconnected, or stopped answering heartbeats): it fails this worker's learner

@@ -2,11 +2,13 @@
 and the helpers that turn metadata into training batches: data ids split into (file, index) rows, samples
 grouped by file, the replay buffer's fields as batch columns. No torch model code here: it is shared by the
 comm learner's loader and its tests."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from itertools import accumulate, chain
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,13 +23,12 @@ META_TO_SAMPLE = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority', 'po
 # The metadata fields the learner reads, named in its demands (``fields``): the data id, the policy version
 # that ``max_staleness`` and the policy lag use (``collect_iter`` where a sample has no ``policy_iter``), and
 # ``META_TO_SAMPLE``. A coordinator that knows the opt-in sends only these, and as columns (``layout``).
-METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS',
-                   'priority')
+METADATA_FIELDS = ('data_id', 'policy_iter', 'collect_iter', 'replay_unique_id', 'replay_buffer_idx', 'IS', 'priority')
 # Those only a prioritized replay needs: the buffer's bookkeeping for priority updates, and the weights.
 _PRIORITY_FIELDS = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority')
 
 
-def demand_fields(policy_cfg: Dict[str, Any]) -> List[str]:
+def demand_fields(policy_cfg: dict[str, Any]) -> list[str]:
     """The ``METADATA_FIELDS`` a learner of this policy config reads: without the prioritized replay's fields
     when the config turns both ``priority`` and ``priority_IS_weight`` off (about half of each learn task's
     JSON for a uniform buffer); all of them when it does not say."""
@@ -36,7 +37,7 @@ def demand_fields(policy_cfg: Dict[str, Any]) -> List[str]:
     return list(METADATA_FIELDS)
 
 
-def number_or_none(v: Any) -> Optional[float]:
+def number_or_none(v: Any) -> float | None:
     if v.__class__ is float or v.__class__ is int:
         return v
     return None
@@ -47,7 +48,7 @@ _NONE = type(None)
 _NUMBERS_OR_NONE = frozenset((int, float, _NONE))
 
 
-def collate_values(values: List[Any]) -> Any:
+def collate_values(values: list[Any]) -> Any:
     """``default_collate(values)``, quicker for the metadata's plain ints / floats / strings of one type."""
     types = set(map(type, values))
     if len(types) == 1:
@@ -67,7 +68,7 @@ def batch_size_of(batch: Any) -> int:
     return len(batch)
 
 
-def as_columns(batch: Any) -> Dict[str, List[Any]]:
+def as_columns(batch: Any) -> dict[str, list[Any]]:
     """A batch of metadata as columns of ``METADATA_FIELDS``, None where a sample lacks the field: a dict of
     columns as received, or the list of sample dicts of a coordinator that ignores the columns opt-in."""
     if batch.__class__ is dict:
@@ -75,14 +76,14 @@ def as_columns(batch: Any) -> Dict[str, List[Any]]:
     return {field: [meta.get(field) for meta in batch] for field in METADATA_FIELDS}
 
 
-def take(values: List[Any], positions: Optional[List[int]]) -> List[Any]:
+def take(values: list[Any], positions: list[int] | None) -> list[Any]:
     """``values`` at ``positions`` (None: all of them, in order)."""
     if positions is None:
         return values
     return [values[p] for p in positions]
 
 
-def _numbers(values: Optional[List[Any]], n: int) -> np.ndarray:
+def _numbers(values: list[Any] | None, n: int) -> np.ndarray:
     """A metadata column as float64, NaN where a sample has no int / float (missing, a string, a bool)."""
     if values is None:
         return np.full(n, np.nan)
@@ -91,7 +92,7 @@ def _numbers(values: Optional[List[Any]], n: int) -> np.ndarray:
     return np.array([v if number_or_none(v) is not None else np.nan for v in values], dtype=np.float64)
 
 
-def policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
+def policy_versions(columns: dict[str, list[Any]], n: int) -> np.ndarray:
     """The policy iteration of each sample: ``policy_iter``, else ``collect_iter``, else NaN."""
     versions = _numbers(columns.get('policy_iter'), n)
     unknown = np.isnan(versions)
@@ -100,7 +101,7 @@ def policy_versions(columns: Dict[str, List[Any]], n: int) -> np.ndarray:
     return versions
 
 
-def split_data_ids(data_ids: List[str]) -> Optional[Tuple[Sequence[str], List[int], Dict[str, None]]]:
+def split_data_ids(data_ids: list[str]) -> tuple[Sequence[str], list[int], dict[str, None]] | None:
     """``(file names, indices, the files in order of first use)`` of ``data_ids`` as ``split_data_id`` gives
     them, in a few passes of C string methods over the lists rather than a Python call per sample; None when
     any is malformed (``split_data_id`` then finds and names it)."""
@@ -117,7 +118,7 @@ def split_data_ids(data_ids: List[str]) -> Optional[Tuple[Sequence[str], List[in
     return names, indices, files
 
 
-def _plain_file_names(names: Dict[str, None]) -> bool:
+def _plain_file_names(names: dict[str, None]) -> bool:
     """Whether every name is one that ``split_data_id`` accepts (not empty, no leading dot, no path separator),
     checked on all of them at once: joined between separators, a bad name shows as an extra separator, two
     adjacent ones, or a separator followed by a dot."""
@@ -126,7 +127,7 @@ def _plain_file_names(names: Dict[str, None]) -> bool:
     return wrapped.count(sep) == len(names) + 1 and sep + sep not in wrapped and sep + '.' not in wrapped
 
 
-def grouped_order(names: List[str], files: Dict[str, None]) -> Optional[List[int]]:
+def grouped_order(names: list[str], files: dict[str, None]) -> list[int] | None:
     """The order that groups the samples by file (files in order of first use, samples in their order within
     a file: what the per-file checks give); None when they are grouped already, e.g. one sample per file, as a
     batch drawn uniformly from a big buffer mostly is."""
@@ -139,7 +140,7 @@ def grouped_order(names: List[str], files: Dict[str, None]) -> Optional[List[int
     return np.argsort(keys, kind='stable').tolist()
 
 
-def metadata_columns(columns: Dict[str, List[Any]], positions: Optional[List[int]]) -> Optional[Dict[str, Any]]:
+def metadata_columns(columns: dict[str, list[Any]], positions: list[int] | None) -> dict[str, Any] | None:
     """The ``META_TO_SAMPLE`` fields of the samples at ``positions`` as batch columns (see ``collate_values``);
     None where a field is missing on some samples only, or does not collate: no column can hold it."""
     out = {}
@@ -159,7 +160,7 @@ def metadata_columns(columns: Dict[str, List[Any]], positions: Optional[List[int
     return out
 
 
-def learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
+def learn_task_batches(demand: dict[str, Any], data: Any) -> list[Any]:
     """The batches of a learn task's ``data`` answering ``demand``: the list of batches of a ``num_batches``
     demand, else the one batch. A batch is a list of sample metadata dicts or, where the demand asked for
     that ``layout``, a dict of columns. Raises ``TaskFail`` naming what is malformed."""
@@ -168,12 +169,19 @@ def learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
     several = 'num_batches' in demand
     # A dict with a list of data ids is a batch of columns; any other dict in place of a batch is a sample (a
     # flat batch sent where a list of batches is due).
-    if several and (data.__class__ is not list or any(
-            batch.__class__ is not list and not (columns and batch.__class__ is dict
-                                                 and batch.get('data_id').__class__ is list) for batch in data)):
+    if several and (
+        data.__class__ is not list
+        or any(
+            batch.__class__ is not list
+            and not (columns and batch.__class__ is dict and batch.get('data_id').__class__ is list)
+            for batch in data
+        )
+    ):
         got = type(data).__name__ if data.__class__ is not list else 'a list holding other things'
-        raise TaskFail(message=f"learner_learn_task: the demand asked for num_batches={demand['num_batches']}, "
-                               f"so 'data' must be a list of batches (each {one}), got {got}")
+        raise TaskFail(
+            message=f'learner_learn_task: the demand asked for num_batches={demand["num_batches"]}, '
+            f"so 'data' must be a list of batches (each {one}), got {got}"
+        )
     batches = data if several else [data]
     for b, batch in enumerate(batches):
         if batch.__class__ is list:
@@ -185,35 +193,42 @@ def learn_task_batches(demand: Dict[str, Any], data: Any) -> List[Any]:
     return batches
 
 
-def _check_sample_list(batch: List[Any], where: str) -> None:
+def _check_sample_list(batch: list[Any], where: str) -> None:
     for i, meta in enumerate(batch):
         if not isinstance(meta, dict) or not isinstance(meta.get('data_id'), str):
-            raise TaskFail(message=f"learner_learn_task: {where}[{i}] must be a dict with a string 'data_id', "
-                                   f"got {meta!r}")
+            raise TaskFail(
+                message=f"learner_learn_task: {where}[{i}] must be a dict with a string 'data_id', got {meta!r}"
+            )
 
 
-def _check_columns(batch: Dict[str, Any], where: str) -> None:
+def _check_columns(batch: dict[str, Any], where: str) -> None:
     """A dict of columns: lists of one length, a string ``data_id`` for every sample, JSON scalars in the
     columns the learner reads (others are ignored). Checked a column at a time, not a value at a time."""
     data_ids = batch.get('data_id')
     if data_ids.__class__ is not list:
-        raise TaskFail(message=f"learner_learn_task: {where} must have a 'data_id' column (a list of strings), "
-                               f"got {type(data_ids).__name__}")
+        raise TaskFail(
+            message=f"learner_learn_task: {where} must have a 'data_id' column (a list of strings), "
+            f'got {type(data_ids).__name__}'
+        )
     n = len(data_ids)
     for field, column in batch.items():
         if column.__class__ is not list or len(column) != n:
             size = f'{len(column)} values' if column.__class__ is list else f'a {type(column).__name__}'
-            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} must be a list of {n} values "
-                                   f"(one per data_id), got {size}")
+            raise TaskFail(
+                message=f'learner_learn_task: {where}: column {field!r} must be a list of {n} values '
+                f'(one per data_id), got {size}'
+            )
     if not set(map(type, data_ids)) <= {str}:
         bad = next(v for v in data_ids if v.__class__ is not str)
-        raise TaskFail(message=f"learner_learn_task: {where}: every data_id must be a string, got {bad!r}")
+        raise TaskFail(message=f'learner_learn_task: {where}: every data_id must be a string, got {bad!r}')
     for field in METADATA_FIELDS:
         column = batch.get(field)
         if column is not None and not set(map(type, column)) <= JSON_SCALAR_TYPES:
             bad = next(v for v in column if type(v) not in JSON_SCALAR_TYPES)
-            raise TaskFail(message=f"learner_learn_task: {where}: column {field!r} may hold numbers, strings, "
-                                   f"booleans and None only, got {bad!r}")
+            raise TaskFail(
+                message=f'learner_learn_task: {where}: column {field!r} may hold numbers, strings, '
+                f'booleans and None only, got {bad!r}'
+            )
 
 
 class DataIdRows:
@@ -229,13 +244,13 @@ class DataIdRows:
         self._reset()
 
     def _reset(self) -> None:
-        self.files: List[str] = []  # file number -> name
-        self._file_numbers: Dict[str, int] = {}
-        self._position: Dict[str, int] = {}  # data id -> its row in _file_of / _index_of
+        self.files: list[str] = []  # file number -> name
+        self._file_numbers: dict[str, int] = {}
+        self._position: dict[str, int] = {}  # data id -> its row in _file_of / _index_of
         self._file_of = np.empty(0, dtype=np.int64)
         self._index_of = np.empty(0, dtype=np.int64)
 
-    def rows(self, data_ids: Sequence[str]) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    def rows(self, data_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """``(file numbers, indices)`` of ``data_ids`` (arrays); None when one is malformed (nothing is kept)."""
         found = list(map(self._position.get, data_ids))
         if None in found:
@@ -252,7 +267,7 @@ class DataIdRows:
         at = np.array(found, dtype=np.intp)
         return self._file_of[at], self._index_of[at]
 
-    def _add(self, new: List[str], names: Sequence[str], indices: List[int], files: Dict[str, None]) -> None:
+    def _add(self, new: list[str], names: Sequence[str], indices: list[int], files: dict[str, None]) -> None:
         for name in files:
             if name not in self._file_numbers:
                 self._file_numbers[name] = len(self.files)
@@ -267,7 +282,7 @@ class DataIdRows:
         self._index_of[start:end] = indices
 
 
-def data_id_bound(policy_cfg: Dict[str, Any], default: int = 1 << 17) -> int:
+def data_id_bound(policy_cfg: dict[str, Any], default: int = 1 << 17) -> int:
     """``max_ids`` for a run's ``DataIdRows``: four times the replay buffer's size when the policy config gives
     it (``other.replay_buffer.replay_buffer_size``), else ``default``."""
     other = policy_cfg.get('other')
@@ -278,8 +293,9 @@ def data_id_bound(policy_cfg: Dict[str, Any], default: int = 1 << 17) -> int:
     return default
 
 
-def group_rows(batches: List[Any], ids: DataIdRows) -> Optional[Tuple[List[str], np.ndarray, np.ndarray, List[int],
-                                                                      List[int]]]:
+def group_rows(
+    batches: list[Any], ids: DataIdRows
+) -> tuple[list[str], np.ndarray, np.ndarray, list[int], list[int]] | None:
     """The rows of a learn task's batches taken together: ``(files, which, indices, batch sizes, order)``, row
     ``j`` being sample ``indices[j]`` of file ``files[which[j]]``, each batch's rows grouped by file as
     ``grouped_order`` groups the rows of one batch (and the batches one after another); ``order``: the rows'
@@ -303,10 +319,10 @@ def group_rows(batches: List[Any], ids: DataIdRows) -> Optional[Tuple[List[str],
     return [ids.files[f] for f in used.tolist()], which.reshape(-1), indices[order], sizes, order.tolist()
 
 
-def group_metadata(batches: List[Dict[str, List[Any]]], order: List[int]) -> Optional[Dict[str, Any]]:
+def group_metadata(batches: list[dict[str, list[Any]]], order: list[int]) -> dict[str, Any] | None:
     """``metadata_columns`` of all the batches' rows at once (rows in ``order``); None where that could differ
     from collating each batch on its own: a field some batches lack, or values of more than one type."""
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     rows = None
     for key in META_TO_SAMPLE:
         columns = [batch.get(key) for batch in batches]
@@ -336,7 +352,7 @@ def group_metadata(batches: List[Dict[str, List[Any]]], order: List[int]) -> Opt
     return out
 
 
-def split_batch(batch: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]:
+def split_batch(batch: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
     """A collated batch cut into consecutive batches of ``sizes`` rows (tensors as views, lists as slices)."""
     parts = {}
     for key, value in batch.items():
@@ -344,11 +360,11 @@ def split_batch(batch: Dict[str, Any], sizes: List[int]) -> List[Dict[str, Any]]
             parts[key] = value.split(sizes)
         else:
             ends = list(accumulate(sizes))
-            parts[key] = [value[end - size:end] for size, end in zip(sizes, ends)]
+            parts[key] = [value[end - size : end] for size, end in zip(sizes, ends)]
     return [{key: part[k] for key, part in parts.items()} for k in range(len(sizes))]
 
 
-def policy_iters(batch: Any) -> List[Any]:
+def policy_iters(batch: Any) -> list[Any]:
     """The policy version of each sample of a built batch (a collated dict or a list of sample dicts) that has
     a number there."""
     versions = batch.get('policy_iter', ()) if batch.__class__ is dict else [s.get('policy_iter') for s in batch]

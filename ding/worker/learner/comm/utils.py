@@ -10,14 +10,15 @@ call them at the right points of the learner's life:
   info leaves per ``train()`` call, even for a policy that reports several updates per call, and
   ``learner_done`` is set on the last call of the run.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ding.worker.learner.learner_hook import LearnerHook, iterations_done, register_learner_hook
 
 
-def _freq(ext_args: Dict[str, Any], name: str) -> int:
+def _freq(ext_args: dict[str, Any], name: str) -> int:
     freq = ext_args.get('freq', 1)
     if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
         raise ValueError(f"learner hook '{name}': ext_args.freq must be a positive integer, got {freq!r}")
@@ -35,11 +36,12 @@ class SendPolicyHook(LearnerHook):
     as ``policy_iter``.
     """
 
-    def __init__(self, *args: Any, ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, ext_args=ext_args, **kwargs)
         if self.position not in ('before_run', 'after_iter'):
-            raise ValueError(f"learner hook '{self.name}': SendPolicyHook runs at before_run or after_iter, "
-                             f"not {self.position!r}")
+            raise ValueError(
+                f"learner hook '{self.name}': SendPolicyHook runs at before_run or after_iter, not {self.position!r}"
+            )
         self._freq = _freq(self._ext_args, self.name)
 
     @property
@@ -78,12 +80,12 @@ class SendLearnInfoHook(LearnerHook):
     ``engine.cfg.train_iterations``-th.
     """
 
-    def __init__(self, *args: Any, ext_args: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, ext_args=ext_args, **kwargs)
-        self._gate: Optional[LearnInfoGate] = self._ext_args.get('gate')
+        self._gate: LearnInfoGate | None = self._ext_args.get('gate')
         if self._gate is not None and not isinstance(self._gate, LearnInfoGate):
             raise TypeError(f"learner hook '{self.name}': ext_args.gate must be a LearnInfoGate, got {self._gate!r}")
-        allowed = ('before_iter', 'after_iter') if self._gate is not None else ('after_iter', )
+        allowed = ('before_iter', 'after_iter') if self._gate is not None else ('after_iter',)
         if self.position not in allowed:
             raise ValueError(f"learner hook '{self.name}': SendLearnInfoHook runs at {allowed}, not {self.position!r}")
         self._freq = _freq(self._ext_args, self.name)

@@ -1,5 +1,6 @@
 """CartPole A2C (on-policy). Run with
 ``ding -m serial_onpolicy -c dizoo/classic_control/cartpole/config/cartpole_a2c_config.py -s 0``."""
+
 from easydict import EasyDict
 
 cartpole_a2c_config = dict(
@@ -27,7 +28,11 @@ cartpole_a2c_config = dict(
             discount_factor=0.9,
             gae_lambda=0.95,
         ),
-        eval=dict(evaluator=dict(eval_freq=200, )),
+        eval=dict(
+            evaluator=dict(
+                eval_freq=200,
+            )
+        ),
     ),
 )
 cartpole_a2c_config = EasyDict(cartpole_a2c_config)
@@ -46,4 +51,5 @@ create_config = cartpole_a2c_create_config
 
 if __name__ == '__main__':
     from ding.entry import serial_pipeline_onpolicy
+
     serial_pipeline_onpolicy((main_config, create_config), seed=0)

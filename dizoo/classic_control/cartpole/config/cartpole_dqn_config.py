@@ -1,5 +1,6 @@
 """CartPole DQN: the framework's main job. Run with
 ``ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0``."""
+
 from easydict import EasyDict
 
 cartpole_dqn_config = dict(
@@ -25,7 +26,11 @@ cartpole_dqn_config = dict(
             learning_rate=0.001,
         ),
         collect=dict(n_sample=8),
-        eval=dict(evaluator=dict(eval_freq=40, )),
+        eval=dict(
+            evaluator=dict(
+                eval_freq=40,
+            )
+        ),
         other=dict(
             eps=dict(
                 type='exp',
@@ -33,7 +38,9 @@ cartpole_dqn_config = dict(
                 end=0.1,
                 decay=10000,
             ),
-            replay_buffer=dict(replay_buffer_size=20000, ),
+            replay_buffer=dict(
+                replay_buffer_size=20000,
+            ),
         ),
     ),
 )
@@ -54,4 +61,5 @@ create_config = cartpole_dqn_create_config
 
 if __name__ == '__main__':
     from ding.entry import serial_pipeline
+
     serial_pipeline((main_config, create_config), seed=0)

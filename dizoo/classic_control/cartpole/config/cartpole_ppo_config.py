@@ -1,5 +1,6 @@
 """CartPole PPO (on-policy). Run with
 ``ding -m serial_onpolicy -c dizoo/classic_control/cartpole/config/cartpole_ppo_config.py -s 0``."""
+
 from easydict import EasyDict
 
 cartpole_ppo_config = dict(
@@ -36,7 +37,11 @@ cartpole_ppo_config = dict(
             discount_factor=0.9,
             gae_lambda=0.95,
         ),
-        eval=dict(evaluator=dict(eval_freq=100, ), ),
+        eval=dict(
+            evaluator=dict(
+                eval_freq=100,
+            ),
+        ),
     ),
 )
 cartpole_ppo_config = EasyDict(cartpole_ppo_config)
@@ -55,4 +60,5 @@ create_config = cartpole_ppo_create_config
 
 if __name__ == '__main__':
     from ding.entry import serial_pipeline_onpolicy
+
     serial_pipeline_onpolicy((main_config, create_config), seed=0)

@@ -1,9 +1,10 @@
 """CartPole (gymnasium 'CartPole-v0': 200-step episodes) as a registered ding env."""
+
 from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from easydict import EasyDict
@@ -23,15 +24,17 @@ class CartPoleEnv(DingEnvWrapper):
     def default_config(cls) -> EasyDict:
         return EasyDict(copy.deepcopy(cls.config))
 
-    def __init__(self, cfg: Optional[dict] = None, caller: str = 'collector') -> None:
+    def __init__(self, cfg: dict | None = None, caller: str = 'collector') -> None:
         merged = self.default_config()
         merged.update(cfg or {})
         from gymnasium import spaces
-        self._reward_space = spaces.Box(0.0, 1.0, shape=(1, ), dtype=np.float32)
+
+        self._reward_space = spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
         super().__init__(cfg=merged, caller=caller)
 
     def _make_env(self) -> Any:
         import gymnasium
+
         kwargs = {'disable_env_checker': True}  # actions are converted by the wrapper already
         if self._cfg.get('max_episode_steps') is not None:
             kwargs['max_episode_steps'] = int(self._cfg.max_episode_steps)
@@ -41,4 +44,4 @@ class CartPoleEnv(DingEnvWrapper):
             return gymnasium.make(self._cfg.env_id, **kwargs)
 
     def __repr__(self) -> str:
-        return "DI-engine CartPole Env"
+        return 'DI-engine CartPole Env'

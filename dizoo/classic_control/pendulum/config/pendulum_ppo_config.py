@@ -4,6 +4,7 @@
 DI-engine's Pendulum PPO config learns with lr 3e-5 and takes far longer; these settings reach a
 return better than -250 in a few tens of thousands of env steps.
 """
+
 from easydict import EasyDict
 
 pendulum_ppo_config = dict(
@@ -46,7 +47,11 @@ pendulum_ppo_config = dict(
             gae_lambda=0.95,
         ),
         # one training iteration is one optimizer step: 2048 / 64 * 10 = 320 per rollout
-        eval=dict(evaluator=dict(eval_freq=960, )),
+        eval=dict(
+            evaluator=dict(
+                eval_freq=960,
+            )
+        ),
     ),
 )
 pendulum_ppo_config = EasyDict(pendulum_ppo_config)
@@ -65,4 +70,5 @@ create_config = pendulum_ppo_create_config
 
 if __name__ == '__main__':
     from ding.entry import serial_pipeline_onpolicy
+
     serial_pipeline_onpolicy((main_config, create_config), seed=0)

@@ -3,6 +3,7 @@
 Run with ``ding -m parallel -c dizoo/classic_control/cartpole/config/parallel/cartpole_dqn_config.py -s 0``.
 Logs, weights and sample files go to ``./cartpole_dqn_parallel/`` (``log/``, ``policy/``, ``data/``).
 """
+
 from easydict import EasyDict
 
 cartpole_dqn_config = dict(
@@ -131,4 +132,5 @@ system_config = cartpole_dqn_system_config
 
 if __name__ == '__main__':
     from ding.entry.parallel_entry import parallel_pipeline
+
     parallel_pipeline((main_config, create_config, system_config), seed=0)
