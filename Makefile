@@ -1,7 +1,7 @@
 PYTHON ?= python3
 CONFIG ?= dizoo/classic_control/cartpole/config/cartpole_dqn_config.py
 
-.PHONY: install demo test test-fast bench
+.PHONY: install demo test test-fast lint bench
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
@@ -10,7 +10,14 @@ install:
 demo: install
 	ding -m serial -c $(CONFIG) -s 0
 
-test: install
+# Lint, format, types and the import-layer contracts (pyproject.toml), then the whole suite.
+lint: install
+	$(PYTHON) -m ruff check ding dizoo tests benchmarks
+	$(PYTHON) -m ruff format --check ding dizoo tests benchmarks
+	$(PYTHON) -m mypy
+	lint-imports
+
+test: lint
 	$(PYTHON) -m pytest -q -ra
 
 test-fast: install

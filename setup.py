@@ -22,7 +22,7 @@ setup(
         'prometheus-client>=0.20',
     ],
     extras_require={
-        'test': ['pytest>=8.0', 'pytest-timeout>=2.3'],
+        'test': ['pytest>=8.0', 'pytest-timeout>=2.3', 'ruff>=0.15', 'mypy>=1.10', 'import-linter>=2.0'],
     },
     entry_points={'console_scripts': ['ding=ding.entry.cli:run']},
 )

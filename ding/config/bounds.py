@@ -51,7 +51,7 @@ PIPELINE_KEYS = {
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
     'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),
-    # ding.entry.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
+    # ding.worker.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
     'policy.other.replay_buffer': ('save_with_checkpoint',),
 }
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
 from .bounds import ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS, TYPED_SECTIONS
 from .errors import ConfigError
+from .interval import Interval
 from .merge import deep_merge_dicts, get_path
 
 
@@ -154,8 +153,9 @@ def _check_bounds(node: Mapping, path: str, problems: list[str], skip: set) -> N
         if kind == 'number' and not _is_number(value):
             problems.append(f'{key_path}: expected a number, got {_show(value)}')
             continue
-        if math.isnan(value) or not _in_interval(value, interval):
-            problems.append(f'{key_path} = {_show(value)} is out of range: must be {_describe(interval)}')
+        bound = Interval.parse(interval)
+        if math.isnan(value) or value not in bound:
+            problems.append(f'{key_path} = {_show(value)} is out of range: must be {bound.describe()}')
 
 
 def _bound_for(key_path: str) -> tuple[str, str] | None:
@@ -165,32 +165,6 @@ def _bound_for(key_path: str) -> tuple[str, str] | None:
         if parts[-len(want) :] == want:
             return spec
     return None
-
-
-@cache
-def _parse_interval(text: str) -> tuple[bool, float, float, bool]:
-    m = re.fullmatch(r'\s*([\[(])\s*(-?[\w.]+)\s*,\s*(-?[\w.]+)\s*([\])])\s*', text)
-    if not m:
-        raise ValueError(f'ding.config.bounds: malformed interval {text!r}')
-    return m.group(1) == '[', float(m.group(2)), float(m.group(3)), m.group(4) == ']'
-
-
-def _in_interval(value: float, text: str) -> bool:
-    lo_closed, lo, hi, hi_closed = _parse_interval(text)
-    above = value >= lo if lo_closed else value > lo
-    below = value <= hi if hi_closed else value < hi
-    return above and below
-
-
-def _describe(text: str) -> str:
-    lo_closed, lo, hi, hi_closed = _parse_interval(text)
-    if math.isinf(hi):
-        return f'{">=" if lo_closed else ">"} {_num(lo)}'
-    return f'in {text.strip()}'
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if x.is_integer() else str(x)
 
 
 # ---- cross-field rules -------------------------------------------------------------------------------

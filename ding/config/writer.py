@@ -8,6 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ding.utils.jsonable import to_jsonable
+
 _LOG = logging.getLogger('ding.config')
 _INDENT = 4
 _LINE_WIDTH = 100
@@ -48,7 +50,10 @@ def save_config(config_: Mapping, path: str, type_: str = 'py', create_cfg: Mapp
     elif type_ == 'yaml':
         import yaml  # only paid by callers that want YAML
 
-        data = {'main_config': _plain(config_), 'create_config': _plain(create_cfg or create_config_from(config_))}
+        data = {
+            'main_config': to_jsonable(config_, 'repr'),
+            'create_config': to_jsonable(create_cfg or create_config_from(config_), 'repr'),
+        }
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, 'w', encoding='utf-8') as f:
             yaml.safe_dump(data, f, sort_keys=False)
@@ -131,16 +136,3 @@ def _ordered(section: Mapping, top: bool) -> list[tuple]:
 
 def _format_key(key: Any) -> str:
     return repr(key) if isinstance(key, (str, int, float, bool)) or key is None else repr(str(key))
-
-
-def _plain(value: Any) -> Any:
-    """Plain builtin containers (no EasyDict, no tuples) for YAML."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, 'tolist') and callable(value.tolist):
-        return value.tolist()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)

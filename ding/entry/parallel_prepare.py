@@ -42,7 +42,7 @@ def prepare_run(
     resume: str | None,
     answer_in: Callable[[str, str], bool] | None = None,
 ) -> tuple[EasyDict, str | None]:
-    """Resolve ``resume`` (see ``ding.entry.resume.resolve_resume``), compile the parallel config (written
+    """Resolve ``resume`` (see ``ding.worker.resume.resolve_resume``), compile the parallel config (written
     to ``./{exp_name}/total_config.py``) and check its policy transport. Returns ``(compiled config,
     checkpoint path or None)``. In a child interpreter unless torch is loaded here already (module doc):
     ``answer_in(request, answer)``, when given, has another process that imported torch already (a warm
@@ -57,8 +57,7 @@ def prepare_here(
 ) -> tuple[EasyDict, str | None]:
     """``prepare_run`` in this process (imports torch)."""
     from ding.config.parallel import compile_config_parallel
-
-    from .resume import experiment_ckpt_dir, resolve_resume
+    from ding.worker.resume import experiment_ckpt_dir, resolve_resume
 
     main_cfg = EasyDict(main_cfg)
     main_cfg.setdefault('exp_name', 'default_experiment')
@@ -95,8 +94,7 @@ def check_policy_transport(cfg: EasyDict) -> None:
 def _errors() -> dict[str, type]:
     """Exceptions a child's answer may name; they are raised here again with their message."""
     from ding.config.errors import ConfigError
-
-    from .resume import ResumeError
+    from ding.worker.resume import ResumeError
 
     return {'ConfigError': ConfigError, 'ResumeError': ResumeError}
 

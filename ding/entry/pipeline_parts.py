@@ -37,7 +37,7 @@ class SerialParts:
     tb_logger: Any
     progress: RunProgress
     closables: list[Callable[[], None]] = field(default_factory=list)
-    resume_path: str | None = None  # the checkpoint this run resumed from (see ding.entry.resume)
+    resume_path: str | None = None  # the checkpoint this run resumed from (see ding.worker.resume)
     service: Any = None  # the run service (ding.service.hooks.ServiceRuntime) when cfg.service asks for one
 
 
@@ -57,7 +57,12 @@ def build_serial_parts(
     ``resume`` ('auto', 'never', a checkpoint path; None: the config's ``resume`` key) picks a
     checkpoint to continue from: the run keeps its directory and the workers get the saved state.
     """
-    from .resume import register_checkpoint_extras, resolve_resume, restore_serial_state, save_buffer_with_checkpoint
+    from ding.worker.resume import (
+        register_checkpoint_extras,
+        resolve_resume,
+        restore_serial_state,
+        save_buffer_with_checkpoint,
+    )
 
     # Before any work (and the heavy imports): a bad resume path fails here, and a resumed run keeps
     # (does not renew) its directory.

@@ -23,7 +23,7 @@ def serial_pipeline(
     """Train an off-policy algorithm (e.g. DQN) until ``env.stop_value``, ``max_train_iter`` or ``max_env_step``.
 
     ``input_cfg`` is a config file path or a ``(main_config, create_config)`` pair. ``resume``: 'auto',
-    'never' or a checkpoint path (None: the config's top-level ``resume``; see ``ding.entry.resume``).
+    'never' or a checkpoint path (None: the config's top-level ``resume``; see ``ding.worker.resume``).
     Returns the policy.
     """
     cfg, create_cfg = load_input_config(input_cfg)

@@ -13,13 +13,16 @@ any live state -> ``terminating`` -> ``terminated``; ``finished`` once the run e
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ding.config.bounds import BOUNDS
+from ding.config.interval import Interval
+from ding.utils.jsonable import to_jsonable
 
 RUNNING, PAUSING, PAUSED = 'running', 'pausing', 'paused'
 TERMINATING, TERMINATED, FINISHED = 'terminating', 'terminated', 'finished'
@@ -46,54 +49,8 @@ TUNE_LIMITS: dict[str, tuple[str, str]] = {
 _PREFIXES = ('policy.learn.', 'policy.other.', 'learn.', 'other.')
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A real interval; ``lo``/``hi`` may be infinite."""
-
-    lo: float
-    hi: float
-    lo_closed: bool
-    hi_closed: bool
-
-    @classmethod
-    def parse(cls, text: str) -> Interval:
-        m = re.fullmatch(r'\s*([\[(])\s*(-?[\w.+-]+)\s*,\s*(-?[\w.+-]+)\s*([\])])\s*', text)
-        if not m:
-            raise ValueError(f'malformed interval {text!r}')
-        return cls(float(m.group(2)), float(m.group(3)), m.group(1) == '[', m.group(4) == ']')
-
-    def intersect(self, other: Interval) -> Interval:
-        if self.lo > other.lo or (self.lo == other.lo and not self.lo_closed):
-            lo, lo_closed = self.lo, self.lo_closed
-        else:
-            lo, lo_closed = other.lo, other.lo_closed
-        if self.hi < other.hi or (self.hi == other.hi and not self.hi_closed):
-            hi, hi_closed = self.hi, self.hi_closed
-        else:
-            hi, hi_closed = other.hi, other.hi_closed
-        return Interval(lo, hi, lo_closed, hi_closed)
-
-    def __contains__(self, value: float) -> bool:
-        above = value >= self.lo if self.lo_closed else value > self.lo
-        below = value <= self.hi if self.hi_closed else value < self.hi
-        return above and below
-
-    def __str__(self) -> str:
-        return '{}{}, {}{}'.format(
-            '[' if self.lo_closed else '(', _num(self.lo), _num(self.hi), ']' if self.hi_closed else ')'
-        )
-
-
-def _num(x: float) -> str:
-    if math.isinf(x):
-        return 'inf' if x > 0 else '-inf'
-    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
-
-
 def tune_bounds() -> dict[str, tuple[str, Interval]]:
     """``{key: (kind, interval)}`` of every tunable key: the config bound narrowed by ``TUNE_LIMITS``."""
-    from ding.config.bounds import BOUNDS
-
     out = {}
     for key, (kind, limit) in TUNE_LIMITS.items():
         interval = Interval.parse(limit)
@@ -370,7 +327,7 @@ class RunControl:
                 key=err.key,
                 bound=err.bound,
                 message=err.message,
-                requested=_jsonable(changes),
+                requested=to_jsonable(changes, 'repr', finite=True),
             )
             raise
         with self._cond:
@@ -457,7 +414,10 @@ class RunControl:
                 try:
                     old = tunable.getter()
                     tunable.setter(value)
-                    applied[key] = {'old': _jsonable(old), 'new': _jsonable(tunable.getter())}
+                    applied[key] = {
+                        'old': to_jsonable(old, 'repr', finite=True),
+                        'new': to_jsonable(tunable.getter(), 'repr', finite=True),
+                    }
                 except Exception as exc:  # a failed setter must not stop training; it is reported
                     errors[key] = f'{type(exc).__name__}: {exc}'
             result: dict[str, Any] = {'applied': not errors, 'changes': applied, 'iteration': self.iteration}
@@ -498,7 +458,7 @@ class RunControl:
         out = {}
         for key, tunable in sorted(self._tunables.items()):
             try:
-                out[key] = _jsonable(tunable.getter())
+                out[key] = to_jsonable(tunable.getter(), 'repr', finite=True)
             except Exception as exc:  # a getter of a half-built object: show it, do not fail the status
                 out[key] = f'<unavailable: {exc}>'
         return out
@@ -555,31 +515,11 @@ class RunControl:
         )
 
 
-def _jsonable(value: Any) -> Any:
-    """Numbers, strings, bools, None, and containers of them; anything else as its repr."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    item = getattr(value, 'item', None)  # numpy / torch scalars
-    if callable(item):
-        try:
-            return _jsonable(item())
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    return repr(value)
-
-
 __all__ = [
     'RunControl',
     'RunStateError',
     'TuneError',
     'Tunable',
-    'Interval',
     'TUNE_LIMITS',
     'tune_bounds',
     'check_tune_value',

@@ -78,8 +78,7 @@ def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave,
         assert service.ping()
         answer = requests.delete(url, headers={'Token': service.self_token}, timeout=5)
         assert answer.status_code == 200 and answer.json()['success'] is True
-        port = service.port
-        assert wait(lambda: not _listening(port))
+        assert wait(lambda port=service.port: not _listening(port))
         service.join(timeout=5)
 
 

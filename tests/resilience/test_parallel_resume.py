@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'service'))
 from parallel_run_helpers import EXP, ParallelRun, Service, checkpoint_iterations, write_config  # noqa: E402
 
-from ding.entry.resume import ResumeError  # noqa: E402
+from ding.worker.resume import ResumeError  # noqa: E402
 
 
 def test_bad_resume_path_stops_the_run_before_anything_starts(tmp_path, monkeypatch):

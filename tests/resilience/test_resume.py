@@ -13,8 +13,8 @@ import pytest
 import torch
 from easydict import EasyDict
 
-from ding.entry.resume import ResumeError, pack_buffer_state, resolve_resume, resume_setting, unpack_buffer_state
 from ding.utils.checkpoint import load_checkpoint, read_manifest, save_checkpoint
+from ding.worker.resume import ResumeError, pack_buffer_state, resolve_resume, resume_setting, unpack_buffer_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py')
@@ -109,9 +109,9 @@ def test_packed_replay_buffer_round_trips_through_a_checkpoint(tmp_path):
 
 def test_a_restarted_learner_resumes_from_its_own_directory(tmp_path, monkeypatch):
     """What a parallel learner process does after a restart: ``resume_learner(learner, 'auto')``."""
-    from ding.entry.resume import resume_learner
     from ding.policy.dqn import DQNPolicy
     from ding.worker.learner import BaseLearner
+    from ding.worker.resume import resume_learner
 
     monkeypatch.chdir(tmp_path)
 

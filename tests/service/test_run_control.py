@@ -6,9 +6,9 @@ import time
 import pytest
 from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy
 
+from ding.config.interval import Interval
 from ding.service.hooks import RunControlHook, ServiceRuntime
 from ding.service.run_control import (
-    Interval,
     RunControl,
     RunStateError,
     TuneError,

@@ -100,7 +100,7 @@ class Coordinator:
     ) -> None:
         """``cfg``: the compiled parallel config (``main`` and ``system`` sections). The run also ends after
         ``max_env_step`` env steps or ``max_train_iter`` learner iterations when given. ``resume``: the
-        checkpoint the first learner task starts from (``ding.entry.resume.resolve_resume``); ``run_started``:
+        checkpoint the first learner task starts from (``ding.worker.resume.resolve_resume``); ``run_started``:
         when the run began (a restarted learner resumes only from checkpoints written since, or since the
         resumed one)."""
         from ding.utils.log_helper import build_logger
@@ -878,7 +878,7 @@ class Coordinator:
         """``on_terminate``: end the run and close the tasks (the learner's close writes its final checkpoint)."""
         self._shutdown('terminated by run control')
         self.close()
-        from ding.entry.resume import experiment_ckpt_dir, newest_valid_checkpoint
+        from ding.worker.resume import experiment_ckpt_dir, newest_valid_checkpoint
 
         out: dict[str, Any] = {'train_iter': self.train_iter}
         for name in self._cfg.system.get('learner', {}):

@@ -23,6 +23,7 @@ from easydict import EasyDict
 
 from ding.utils.log_helper import pretty_table
 from ding.utils.registry import LEARNER_HOOK_REGISTRY
+from ding.worker.resume import experiment_ckpt_dir
 
 POSITIONS = ('before_run', 'after_run', 'before_iter', 'after_iter')
 # DI-engine's default priority for a full-form hook that does not name one.
@@ -101,9 +102,7 @@ def iterations_done(engine: Any) -> int:
 
 def checkpoint_dir(engine: Any) -> str:
     """``./{exp_name}/ckpt`` for the default learner, ``./{exp_name}/ckpt_{instance_name}`` otherwise."""
-    if engine.instance_name == 'learner':
-        return os.path.join('.', engine.exp_name, 'ckpt')
-    return os.path.join('.', engine.exp_name, f'ckpt_{engine.instance_name}')
+    return experiment_ckpt_dir(engine.exp_name, engine.instance_name)
 
 
 def _strip_suffix(name: str) -> str:

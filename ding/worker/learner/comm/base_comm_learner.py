@@ -121,7 +121,7 @@ class BaseCommLearner(ABC):
         """``task_info['resume']``: a checkpoint path (or 'auto') the pipeline resolved for a resumed run, or
         the coordinator's dict for a task moved after a learner died (``checkpoint: 'auto'``, ``not_before``:
         only checkpoints of this run). Loads it with ``resume_learner``; returns the path or None."""
-        from ding.entry.resume import RESUME_NEVER, resume_learner
+        from ding.worker.resume import RESUME_NEVER, resume_learner
 
         if isinstance(resume, dict):
             setting, not_before = resume.get('checkpoint'), resume.get('not_before')

@@ -225,9 +225,13 @@ def restore_learner_state(learner: Any, state: dict[str, Any], restore_rng: bool
 def resume_learner(learner: Any, resume: Any = RESUME_AUTO, not_before: float | None = None) -> str | None:
     """For a learner process (e.g. a restarted parallel learner): resolve ``resume`` against the learner's
     own checkpoint directory and load it. Returns the checkpoint used, or None (fresh start)."""
-    from ding.worker.learner.learner_hook import checkpoint_dir
-
-    path = resolve_resume(None, resume, ckpt_dir=checkpoint_dir(learner), not_before=not_before, logger=learner)
+    path = resolve_resume(
+        None,
+        resume,
+        ckpt_dir=experiment_ckpt_dir(learner.exp_name, learner.instance_name),
+        not_before=not_before,
+        logger=learner,
+    )
     if path is None:
         return None
     restore_learner_state(learner, _load(path))
