@@ -3,9 +3,6 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 os.environ.setdefault('DING_QUIET', '1')
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 

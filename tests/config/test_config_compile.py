@@ -7,7 +7,9 @@ import os
 import textwrap
 
 import pytest
-from config_toy_components import (
+
+from ding.config import ConfigError, compile_config, read_config
+from tests.helpers.config_toys import (
     TOY_CREATE,
     ToyBuffer,
     ToyDQNPolicy,
@@ -17,10 +19,7 @@ from config_toy_components import (
     ToySampleCollector,
     toy_main,
 )
-
-from ding.config import ConfigError, compile_config, read_config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.processes import ROOT
 
 
 def test_auto_places_every_default_under_the_users_values():

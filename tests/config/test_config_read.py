@@ -7,8 +7,7 @@ import textwrap
 import pytest
 
 from ding.config import ConfigError, read_config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.processes import ROOT
 
 
 def write(path, text):

@@ -4,13 +4,12 @@ import os
 import re
 
 import pytest
-from config_toy_components import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
 from easydict import EasyDict
 
 from ding.config import ConfigError, compile_config, deep_merge_dicts, validate_config
 from ding.config.bounds import BOUNDS
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.config_toys import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
+from tests.helpers.processes import ROOT
 
 
 def toy_defaults():
@@ -141,7 +140,7 @@ def test_escape_hatches_for_unknown_keys():
 
 
 def test_env_var_opens_the_hatch_in_compile_config(monkeypatch):
-    import config_toy_components  # noqa: F401 - registers the toy components
+    import tests.helpers.config_toys  # noqa: F401 - registers the toy components
 
     cfg = toy_main(learn=dict(my_research_flag=True))
     with pytest.raises(ConfigError, match='my_research_flag'):

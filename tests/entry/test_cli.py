@@ -4,12 +4,13 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.processes import ROOT, child_env
+
 DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py')
 
 
 def run_ding(args, cwd, timeout=240):
-    env = dict(os.environ, PYTHONPATH=ROOT, DING_PROGRESS='0', OMP_NUM_THREADS='1')
+    env = child_env(DING_PROGRESS='0', OMP_NUM_THREADS='1')
     return subprocess.run(
         [sys.executable, '-m', 'ding.entry.cli', *args],
         cwd=cwd,
@@ -75,7 +76,7 @@ def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
     assert (exp / 'total_config.py').is_file()
     assert any((exp / 'log').rglob('*_logger.txt'))
     assert any(p.name.startswith('events.out.tfevents') for p in (exp / 'log').rglob('*'))
-    from tests.learner.learner_policies import read_tb_events  # everything written before the process left
+    from tests.helpers.learner_policies import read_tb_events  # everything written before the process left
 
     assert read_tb_events(str(exp / 'log'))['evaluator_iter/reward_mean'][0][0] == 0  # the first evaluation
     assert (exp / 'ckpt').is_dir() and any((exp / 'ckpt').glob('*.safetensors'))

@@ -1,7 +1,6 @@
 """Process start-up helpers: which code pages may be released, and that releasing them changes no result."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -9,8 +8,7 @@ import textwrap
 import pytest
 
 from ding.entry.startup import releasable_code_ranges
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.processes import child_env
 
 SMAPS = """\
 7f0000000000-7f0000100000 r--p 00000000 08:01 42 /env/lib/torch/lib/libtorch_cpu.so
@@ -84,7 +82,7 @@ def _probe(**env):
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, PYTHONPATH=ROOT, **env),
+        env=child_env(**env),
         check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])

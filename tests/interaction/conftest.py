@@ -1,17 +1,12 @@
 """Fixtures for the interaction tests: real masters and slaves on 127.0.0.1, free ports, fast timings."""
 
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for interaction_helpers, whatever the import mode
-
-from interaction_helpers import FAST_MASTER, FAST_SLAVE, CalcSlave, wait_until  # noqa: E402
-
-from ding.interaction import Master, Slave  # noqa: E402
+from ding.interaction import Master, Slave
+from tests.helpers.interaction import FAST_MASTER, FAST_SLAVE, CalcSlave
 
 
 @pytest.fixture
@@ -69,8 +64,3 @@ def conn(master, slave):
     connection.connect()
     yield connection
     connection.disconnect()
-
-
-@pytest.fixture
-def wait() -> Callable[..., bool]:
-    return wait_until

@@ -4,7 +4,6 @@ from typing import Any
 
 import pytest
 import requests
-from interaction_helpers import CalcSlave
 
 from ding.interaction import (
     ConnectionRefuse,
@@ -14,6 +13,7 @@ from ding.interaction import (
     SlaveSlaveConnectionRefused,
     SlaveSlaveDisconnectionRefused,
 )
+from tests.helpers.interaction import CalcSlave
 
 
 class GateSlave(CalcSlave):

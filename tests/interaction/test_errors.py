@@ -9,7 +9,6 @@ import threading
 
 import pytest
 import requests
-from interaction_helpers import CalcSlave
 
 from ding.interaction import (
     HttpClient,
@@ -29,6 +28,7 @@ from ding.interaction import (
     get_slave_exception_by_error,
     get_slave_exception_class_by_error_code,
 )
+from tests.helpers.interaction import CalcSlave
 
 
 def _url(service, path):

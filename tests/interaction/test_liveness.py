@@ -1,17 +1,16 @@
 """Heartbeats: live slaves stay connected, dead ones are dropped within the tolerance, both sides recover."""
 
-import os
 import subprocess
 import sys
 import textwrap
 import time
 
 import requests
-from interaction_helpers import CalcSlave
 
 from ding.interaction import MasterSlaveTokenNotMatch, TaskStatus
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.interaction import CalcSlave
+from tests.helpers.processes import ROOT, child_env
+from tests.helpers.wait import wait_until
 
 
 class RecordingSlave(CalcSlave):
@@ -30,7 +29,7 @@ def test_heartbeats_keep_a_connection_alive(make_master, slave):
         assert conn.is_connected and 'calc' in master and slave.is_connected
 
 
-def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, make_slave, wait):
+def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, make_slave):
     tolerance = 1.0
     master = make_master(heartbeat_tolerance=tolerance)
     slave = make_slave(heartbeat_span=0.1)
@@ -42,7 +41,7 @@ def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, 
 
     slave.shutdown()  # stops serving and heartbeating, without disconnecting: like a crashed process
     stopped = time.monotonic()
-    assert wait(lambda: not conn.is_connected, timeout=5)
+    assert wait_until(lambda: not conn.is_connected, timeout=5)
     noticed = time.monotonic() - stopped
     assert noticed < tolerance + 3.0, noticed  # margin for a CPU-starved machine
     assert 'calc' not in master
@@ -51,15 +50,15 @@ def test_dead_slave_is_dropped_within_tolerance_and_its_task_fails(make_master, 
     assert master.ping()
 
 
-def test_slave_dropped_by_the_master_frees_itself(make_master, make_slave, wait):
+def test_slave_dropped_by_the_master_frees_itself(make_master, make_slave):
     # The master tolerates less than the slave's heartbeat span, so it drops the slave; the slave learns it
     # from the rejected heartbeat and becomes free for a new connection.
     master = make_master(heartbeat_tolerance=0.2)
     slave = make_slave(RecordingSlave, heartbeat_span=0.6)
     conn = master.new_connection('calc', '127.0.0.1', slave.port)
     conn.connect()
-    assert wait(lambda: not conn.is_connected, timeout=3)
-    assert wait(lambda: not slave.is_connected, timeout=3)
+    assert wait_until(lambda: not conn.is_connected, timeout=3)
+    assert wait_until(lambda: not slave.is_connected, timeout=3)
     assert len(slave.lost) == 1 and slave.lost[0][0] == master.address
     assert isinstance(slave.lost[0][1], MasterSlaveTokenNotMatch)
     again = make_master().new_connection('calc', '127.0.0.1', slave.port)
@@ -81,12 +80,12 @@ MASTER_PROCESS = textwrap.dedent(
 )
 
 
-def test_slave_notices_a_killed_master(make_slave, wait):
+def test_slave_notices_a_killed_master(make_slave):
     slave = make_slave(RecordingSlave, heartbeat_span=0.1)
     process = subprocess.Popen(
         [sys.executable, '-c', MASTER_PROCESS, str(slave.port)],
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=ROOT),
+        env=child_env(),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -96,7 +95,7 @@ def test_slave_notices_a_killed_master(make_slave, wait):
         assert slave.is_connected
         process.kill()
         process.wait(5)
-        assert wait(lambda: not slave.is_connected, timeout=5)
+        assert wait_until(lambda: not slave.is_connected, timeout=5)
         assert len(slave.lost) == 1 and slave.lost[0][0].startswith('http://127.0.0.1:')
         assert isinstance(slave.lost[0][1], requests.RequestException)  # connection refused or reset
     finally:

@@ -6,9 +6,10 @@ import threading
 
 import pytest
 import requests
-from interaction_helpers import CalcSlave
 
 from ding.interaction import Master, MasterErrorCode, Slave, SlaveErrorCode, get_host_ip
+from tests.helpers.interaction import CalcSlave
+from tests.helpers.wait import wait_until
 
 
 def _listening(port: int) -> bool:
@@ -68,7 +69,7 @@ def test_port_in_use_is_reported_at_start(make_master):
     other.close()
 
 
-def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave, wait):
+def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave):
     for service, codes in ((make_master(), MasterErrorCode), (make_slave(), SlaveErrorCode)):
         url = f'http://127.0.0.1:{service.port}/shutdown'
         answer = requests.delete(url, timeout=5)
@@ -78,7 +79,7 @@ def test_shutdown_endpoint_needs_the_services_own_token(make_master, make_slave,
         assert service.ping()
         answer = requests.delete(url, headers={'Token': service.self_token}, timeout=5)
         assert answer.status_code == 200 and answer.json()['success'] is True
-        assert wait(lambda port=service.port: not _listening(port))
+        assert wait_until(lambda port=service.port: not _listening(port))
         service.join(timeout=5)
 
 

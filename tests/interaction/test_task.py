@@ -5,9 +5,10 @@ import time
 from typing import Any
 
 import pytest
-from interaction_helpers import CalcSlave, wait_until
 
 from ding.interaction import SlaveErrorCode, SlaveTaskAlreadyExist, SlaveTaskRefused, TaskRefuse, TaskStatus
+from tests.helpers.interaction import CalcSlave
+from tests.helpers.wait import wait_until
 
 
 def test_task_completes_and_callbacks_fire_in_order(conn):

@@ -4,13 +4,13 @@ import json
 import time
 
 import pytest
-from service_helpers import TrainLoop
 
 from ding.entry.cli import main as ding_main
 from ding.entry.ctl import parse_assignment
 from ding.service.hooks import write_run_file
 from ding.service.http import serve
 from ding.service.run_control import RunControl
+from tests.helpers.service import TrainLoop
 
 TOKEN = 'ctl-test-token'
 

@@ -4,11 +4,11 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from service_helpers import TrainLoop, session
 
 from ding.service.http import ServiceServer, serve
 from ding.service.metrics import ServiceMetrics, inc_nan_guard_event, parse_metrics, sample_value
 from ding.service.run_control import RunControl
+from tests.helpers.service import TrainLoop, session
 
 TOKEN = 'test-token-123'
 AUTH = {'Authorization': f'Bearer {TOKEN}'}

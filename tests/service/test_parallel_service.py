@@ -5,10 +5,10 @@ import os
 import time
 
 import pytest
-from parallel_run_helpers import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from ding.config.errors import ConfigError
+from tests.helpers.parallel_run import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 
 SERVICE = dict(enable=True, weights_freq=20)
 

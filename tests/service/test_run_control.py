@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy
 
 from ding.config.interval import Interval
 from ding.service.hooks import RunControlHook, ServiceRuntime
@@ -18,15 +17,8 @@ from ding.service.run_control import (
 )
 from ding.worker.learner import BaseLearner
 from ding.worker.learner.learner_hook import iterations_done
-
-
-def wait_until(predicate, timeout=30.0, what='condition'):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f'timed out waiting for {what}')
+from tests.helpers.service import TrainLoop, learner_cfg, make_batch, make_dqn_policy
+from tests.helpers.wait import wait_until
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import stat
 import time
 
 import pytest
-from service_helpers import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
 
 from ding.config import ConfigError
 from ding.service import SERVICE_DEFAULTS, check_service_config
@@ -14,6 +13,7 @@ from ding.service.json_log import JsonEventLog, read_events
 from ding.service.metrics import active_metrics, inc_nan_guard_event, parse_metrics, sample_value
 from ding.service.weights import WeightsClient
 from ding.worker.learner import BaseLearner
+from tests.helpers.service import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
 
 
 @pytest.fixture

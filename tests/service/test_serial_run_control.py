@@ -10,13 +10,13 @@ import textwrap
 import time
 
 import pytest
-from service_helpers import session
 
 from ding.service.json_log import read_events
 from ding.service.metrics import parse_metrics, sample_value
 from ding.utils.checkpoint import read_manifest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.processes import child_env
+from tests.helpers.service import session
+from tests.helpers.wait import wait_until
 
 CONFIG = textwrap.dedent("""
     from easydict import EasyDict
@@ -44,27 +44,10 @@ CONFIG = textwrap.dedent("""
 """)
 
 
-def wait_for(predicate, timeout, what, proc=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f'the run exited (code {proc.returncode}) while waiting for {what}')
-        time.sleep(0.1)
-    raise AssertionError(f'timed out after {timeout} s waiting for {what}')
-
-
 @pytest.mark.slow
 def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
     (tmp_path / 'cfg.py').write_text(CONFIG)
-    env = dict(
-        os.environ,
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),
-        DING_PROGRESS='0',
-        OMP_NUM_THREADS='1',
-    )
+    env = child_env(DING_PROGRESS='0', OMP_NUM_THREADS='1')
     log = open(tmp_path / 'run.log', 'wb')
     proc = subprocess.Popen(
         [sys.executable, '-m', 'ding.entry.cli', '-m', 'serial', '-c', 'cfg.py', '-s', '0'],
@@ -76,7 +59,7 @@ def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
     http = session()
     try:
         run_file = tmp_path / 'ctl_exp' / 'run.json'
-        wait_for(run_file.exists, 300, 'run.json', proc)
+        wait_until(run_file.exists, 300, what='run.json', proc=proc)
         assert stat.S_IMODE(os.stat(run_file).st_mode) == 0o600
         info = json.loads(run_file.read_text())
         url, auth = info['url'], {'Authorization': f'Bearer {info["token"]}'}
@@ -88,7 +71,7 @@ def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
         def metrics():
             return parse_metrics(http.get(url + '/metrics', timeout=30).text)
 
-        wait_for(lambda: status()['iteration'] >= 5, 300, 'the first iterations', proc)
+        wait_until(lambda: status()['iteration'] >= 5, 300, what='the first iterations', proc=proc)
 
         # Pause: the in-flight iteration drains, then nothing advances; health stays 200 (paused on purpose).
         paused = http.post(url + '/run/pause', json={'wait': 120}, headers=auth, timeout=150).json()['data']
@@ -121,7 +104,7 @@ def test_pause_tune_resume_terminate_a_live_serial_run(tmp_path):
 
         # Resume: training continues from the paused iteration.
         assert http.post(url + '/run/resume', headers=auth, timeout=30).json()['data']['state'] == 'running'
-        wait_for(lambda: status()['iteration'] >= at + 6, 300, 'iterations after resume', proc)
+        wait_until(lambda: status()['iteration'] >= at + 6, 300, what='iterations after resume', proc=proc)
         again = http.post(url + '/run/pause', json={'wait': 120}, headers=auth, timeout=150).json()['data']
         later = again['paused_at_iteration']
         parsed = metrics()

@@ -5,7 +5,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
-from service_helpers import make_batch, make_dqn_policy, session
 
 from ding.service.http import serve
 from ding.service.weights import (
@@ -20,6 +19,7 @@ from ding.service.weights import (
     etag_matches,
     serialize_weights,
 )
+from tests.helpers.service import make_batch, make_dqn_policy, session
 
 
 def model_weights(policy):

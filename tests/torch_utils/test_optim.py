@@ -6,6 +6,7 @@ import sys
 import torch
 
 from ding.torch_utils import Adam
+from tests.helpers.processes import child_env
 
 
 def _train(opt_cls, steps=6, **kwargs):
@@ -54,7 +55,7 @@ def test_eager_training_does_not_import_torch_dynamo():
         'm(torch.randn(5, 4)).sum().backward(); o.step(); o.zero_grad(); o.load_state_dict(o.state_dict())\n'
         'print("torch._dynamo" in sys.modules)\n'
     )
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, env=child_env())
     assert out.stdout.strip() == 'False'
 
 

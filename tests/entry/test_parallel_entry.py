@@ -1,0 +1,222 @@
+"""The parallel pipeline with real worker processes (toy comm workers): end of run, restarts, clean exits.
+
+Each test starts a learner and two collector processes (``python -m ding.entry.parallel_worker``), so
+the file is marked slow.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from ding.config.loader import read_config
+from ding.config.parallel import compile_config_parallel
+from ding.entry.parallel_entry import WorkerProcess, parallel_pipeline, stop_workers
+from ding.entry.parallel_worker import EXIT_PORT_IN_USE
+from ding.worker.coordinator.coordinator import Coordinator
+from tests.helpers.processes import child_env, worker_pids
+from tests.helpers.toy_workers import toy_config
+from tests.helpers.wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(('127.0.0.1', port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv('DING_PROGRESS', '0')
+
+
+class PipelineThread(threading.Thread):
+    """``parallel_pipeline`` in a thread, stopped through its ``stop_event`` whatever happens in the test."""
+
+    def __init__(self, cfg):
+        super().__init__(daemon=True)
+        self.cfg, self.stop, self.result, self.error = cfg, threading.Event(), None, None
+
+    def run(self):
+        try:
+            self.result = parallel_pipeline(self.cfg, seed=0, stop_event=self.stop)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            self.stop.set()
+        self.join(180)
+        assert not self.is_alive(), 'the pipeline did not end'
+        if self.error is not None:
+            raise self.error
+
+
+def ready_pid(exp_dir: str, name: str):
+    try:
+        with open(os.path.join(exp_dir, 'run', f'{name}.ready')) as f:
+            return json.load(f)['pid']
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def test_pipeline_reaches_the_stop_value_and_leaves_nothing_behind(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    result = parallel_pipeline(toy_config('toy_e2e', stop_value=20), seed=0)
+    assert result.solved and result.train_iter >= 20 and result.best_eval_return >= 20
+    assert result.restarts == {'learner0': 0, 'collector0': 0, 'collector1': 0}
+    assert '[ding] toy_e2e: SOLVED | stop value 20 |' in capfd.readouterr().err
+    assert worker_pids(str(tmp_path)) == []
+    main, create, system = read_config('toy_e2e/total_config.py')  # the compiled config reads back
+    ports = [system.coordinator.port] + [e.port for k in ('learner', 'collector') for e in system[k].values()]
+    assert not any(listening(p) for p in ports)
+    assert not os.path.exists('toy_e2e/run')
+    assert os.path.getsize('toy_e2e/log/learner0.log') > 0
+
+
+def test_sigkilled_collector_is_restarted_and_the_run_completes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = toy_config('toy_kill', stop_value=60, collector_extra=dict(calls_per_task=50, step_sleep=0.05))
+    with PipelineThread(cfg) as run:
+        assert wait_until(lambda: ready_pid('toy_kill', 'collector0') is not None, 120)
+        victim = ready_pid('toy_kill', 'collector0')
+        time.sleep(1.0)  # mid-run: it is collecting
+        os.kill(victim, signal.SIGKILL)
+    result = run.result
+    assert result.solved
+    assert result.restarts['collector0'] == 1
+    assert any(f['worker'] == 'collector0' for f in result.summary['failed_tasks'])
+    assert worker_pids(str(tmp_path)) == []
+
+
+def test_sigkilled_learner_is_restarted_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = toy_config('toy_kill_learner', stop_value=40, learner_extra=dict(iter_sleep=0.05))
+    with PipelineThread(cfg) as run:
+        assert wait_until(lambda: ready_pid('toy_kill_learner', 'learner0') is not None, 120)
+        victim = ready_pid('toy_kill_learner', 'learner0')
+        assert wait_until(lambda: any(n.endswith('.safetensors') for n in os.listdir('toy_kill_learner/policy')), 60)
+        time.sleep(1.0)
+        os.kill(victim, signal.SIGKILL)
+    result = run.result
+    assert result.solved and result.restarts['learner0'] == 1
+    assert [f['kind'] for f in result.summary['failed_tasks']].count('learner') == 1
+    assert worker_pids(str(tmp_path)) == []
+
+
+PIPELINE_SCRIPT = textwrap.dedent("""
+    from tests.helpers.toy_workers import toy_config
+    from ding.entry.parallel_entry import parallel_pipeline
+    parallel_pipeline(toy_config({exp!r}, stop_value=1e9), seed=0)
+""")
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL], ids=['sigterm', 'sigkill'])
+def test_a_stopped_pipeline_leaves_no_worker_behind(tmp_path, sig):
+    exp = f'toy_{sig.name.lower()}'
+    env = child_env(DING_PROGRESS='0')
+    proc = subprocess.Popen(
+        [sys.executable, '-c', PIPELINE_SCRIPT.format(exp=exp)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        names = ('learner0', 'collector0', 'collector1')
+        assert wait_until(lambda: all(ready_pid(tmp_path / exp, n) for n in names), 120)
+        assert len(worker_pids(str(tmp_path))) == 3
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        proc.wait(30)
+        if sig == signal.SIGTERM:
+            assert b'not solved (interrupted)' in proc.stderr.read()
+        # SIGTERM: the pipeline stops them; SIGKILL: each worker sees its parent gone within a second or two
+        assert wait_until(lambda: worker_pids(str(tmp_path)) == [], 15), worker_pids(str(tmp_path))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in worker_pids(str(tmp_path)):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_whose_port_is_taken_exits_with_its_own_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = compile_config_parallel(*toy_config('toy_port'), seed=0)
+    holder = socket.socket()
+    holder.bind(('127.0.0.1', 0))
+    holder.listen()
+    try:
+        cfg.system.collector.collector0.port = holder.getsockname()[1]
+        path = tmp_path / 'cfg.json'
+        path.write_text(json.dumps(cfg))
+        code = subprocess.run(
+            [
+                sys.executable,
+                '-m',
+                'ding.entry.parallel_worker',
+                '--role',
+                'collector',
+                '--name',
+                'collector0',
+                '--config',
+                str(path),
+            ],
+            cwd=tmp_path,
+            timeout=120,
+            env=child_env(),
+            capture_output=True,
+        ).returncode
+    finally:
+        holder.close()
+    assert code == EXIT_PORT_IN_USE
+
+
+def test_heartbeats_reveal_a_killed_worker_without_help_from_the_pipeline(tmp_path, monkeypatch):
+    """No supervisor here: only the interaction layer can tell the coordinator that collector0 is gone."""
+    monkeypatch.chdir(tmp_path)
+    cfg = compile_config_parallel(
+        *toy_config('toy_hb', stop_value=1e9, collector_extra=dict(calls_per_task=1000, step_sleep=0.05)), seed=0
+    )
+    config_json = tmp_path / 'parallel_config.json'
+    config_json.write_text(json.dumps(cfg))
+    os.makedirs('run', exist_ok=True)
+    workers = [
+        WorkerProcess(role, name, str(config_json), 'run', '.')
+        for role in ('learner', 'collector')
+        for name in cfg.system[role]
+    ]
+    coordinator = None
+    try:
+        for w in workers:
+            w.launch()
+        assert wait_until(lambda: all(w.check_ready() for w in workers), 120)
+        coordinator = Coordinator(cfg)
+        coordinator.start()
+        assert wait_until(lambda: coordinator.train_iter > 2, 30)
+        victim = next(w for w in workers if w.name == 'collector0')
+        os.kill(victim.pid, signal.SIGKILL)
+        killed_at = time.time()
+        assert wait_until(lambda: any(f['worker'] == 'collector0' for f in coordinator.summary()['failed_tasks']), 30)
+        assert time.time() - killed_at < 30
+    finally:
+        if coordinator is not None:
+            coordinator.close()
+        stop_workers(workers)
+    assert worker_pids(str(tmp_path)) == []

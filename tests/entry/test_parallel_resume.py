@@ -1,0 +1,160 @@
+"""Resume in parallel mode: a SIGKILLed learner process is restarted by the pipeline and continues from its
+own newest checkpoint; a SIGKILLed pipeline rerun with ``--resume auto`` continues the learner iteration and the
+coordinator's env steps; ``--resume PATH`` is checked before anything starts."""
+
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from ding.worker.resume import ResumeError
+from tests.helpers.parallel_run import EXP, ParallelRun, Service, checkpoint_iterations, write_config
+
+
+def test_bad_resume_path_stops_the_run_before_anything_starts(tmp_path, monkeypatch):
+    from ding.entry.parallel_entry import parallel_pipeline
+
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(str(tmp_path / 'cfg.py'))
+    missing = str(tmp_path / 'old' / 'iteration_400.safetensors')
+    with pytest.raises(ResumeError, match='iteration_400'):
+        parallel_pipeline(cfg, 0, resume=missing)
+    assert not os.path.exists(tmp_path / EXP)
+
+
+@pytest.mark.slow
+def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'),
+        service=dict(enable=True),
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100),
+    )
+    run = ParallelRun(str(tmp_path), cfg)
+    ckpt_dir = os.path.join(run.exp_dir, 'ckpt_learner0')
+    try:
+        coordinator = Service(run.wait_for(lambda: run.run_info(), 60, 'the coordinator run.json'))
+        first = run.wait_for(lambda: run.run_info('run_learner0.json'), 60, "the learner's run file")
+        run.wait_for(lambda: any(i >= 200 for i in checkpoint_iterations(ckpt_dir)), 60, 'two learner checkpoints')
+        os.kill(first['pid'], signal.SIGKILL)
+
+        def restarted():
+            info = run.run_info('run_learner0.json')
+            return info if info and info['pid'] != first['pid'] else None
+
+        second = run.wait_for(restarted, 60, 'the learner to be restarted')
+        log = os.path.join(run.exp_dir, 'log', 'learner0', 'learner0_logger.txt')
+
+        def resumed_at():
+            with open(log, encoding='utf-8', errors='replace') as f:
+                m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors \(iteration (\d+)', f.read())
+            return int(m.group(2)) if m else None
+
+        start = run.wait_for(resumed_at, 30, 'the restarted learner to resume from its checkpoint')
+        assert start >= 200
+        learner = Service(second)
+        run.wait_for(lambda: learner.status()['iteration'] > start + 20, 60, 'training to go on after the restart')
+        # The coordinator counts learn infos, which reach it a learn task (up to comm_batches iterations) later.
+        run.wait_for(lambda: coordinator.status()['iteration'] > start, 60, 'the coordinator to count them too')
+        assert coordinator.post('/run/terminate', {'wait': 60}).status_code == 200
+        assert run.proc.wait(60) == 0
+    finally:
+        run.stop()
+    assert (
+        'learner0 reported dead'
+        in open(os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt'), encoding='utf-8').read()
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'),
+        service=dict(enable=True),
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100),
+    )
+    ckpt_dir = os.path.join(str(tmp_path), EXP, 'ckpt_learner0')
+    state_path = os.path.join(str(tmp_path), EXP, 'coordinator_state.json')
+
+    def saved_state():
+        try:
+            with open(state_path, encoding='utf-8') as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    first = ParallelRun(str(tmp_path), cfg)
+    try:
+        learner_pid = first.wait_for(lambda: first.run_info('run_learner0.json'), 60, "the learner's run file")['pid']
+        first.wait_for(lambda: checkpoint_iterations(ckpt_dir), 60, 'a learner checkpoint')
+        first.wait_for(
+            lambda: (saved_state() or {}).get('train_iter', 0) >= 100,
+            30,
+            'the coordinator state file to pass the checkpoint',
+        )
+        os.killpg(first.proc.pid, signal.SIGKILL)  # the whole pipeline process group: no clean shutdown
+        first.proc.wait(10)
+    finally:
+        first.stop()
+    killed = saved_state()
+    assert killed['env_step'] > 0 and killed['train_iter'] >= 100
+    deadline = time.time() + 20  # the orphaned workers notice the pipeline is gone and free their ports
+    while _alive(learner_pid) and time.time() < deadline:
+        time.sleep(0.2)
+    ckpt_iter = max(checkpoint_iterations(ckpt_dir))  # the orphaned learner may have written a last one
+
+    second = ParallelRun(str(tmp_path), cfg, '--resume', 'auto')
+    try:
+        info = second.wait_for(
+            lambda: (second.run_info() or {}).get('pid') == second.proc.pid and second.run_info(),
+            60,
+            "the resumed coordinator's run.json",
+        )
+        coordinator = Service(info)
+
+        def env_steps() -> float:
+            text = coordinator.get('/metrics').text
+            return max(
+                [float(line.split()[-1]) for line in text.splitlines() if line.startswith('collector_env_steps_total')]
+                or [0.0]
+            )
+
+        # The service answers before the counters are restored: wait for the first non-zero reading. A counter
+        # that restarted from 0 would first report a few steps, far below the killed run's count.
+        first_reading = second.wait_for(env_steps, 60, 'the coordinator to report env steps')
+        assert first_reading >= killed['env_step'], first_reading  # the counter did not start from 0
+        learner = Service(second.wait_for(lambda: second.run_info('run_learner0.json'), 60, "the learner's run file"))
+        second.wait_for(lambda: learner.status()['iteration'] > ckpt_iter, 60, 'the learner to train on')
+        second.wait_for(
+            lambda: (saved_state() or {}).get('env_step', 0) > killed['env_step'],
+            30,
+            'the env steps to grow past the killed run',
+        )
+        assert coordinator.post('/run/terminate', {'wait': 60}).status_code == 200
+        assert second.proc.wait(60) == 0
+    finally:
+        second.stop()
+    log = open(
+        os.path.join(str(tmp_path), EXP, 'log', 'coordinator', 'coordinator_logger.txt'),
+        encoding='utf-8',
+        errors='replace',
+    ).read()
+    assert f'env_step {killed["env_step"]}' in log, log[-2000:]
+    learner_log = open(
+        os.path.join(str(tmp_path), EXP, 'log', 'learner0', 'learner0_logger.txt'), encoding='utf-8', errors='replace'
+    ).read()
+    m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors', learner_log)
+    assert m and int(m.group(1)) == ckpt_iter, learner_log[-2000:]
+    assert saved_state()['train_iter'] > ckpt_iter

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests, one submodule per job (``wait``, ``processes``, toy components...)."""

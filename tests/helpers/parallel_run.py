@@ -1,0 +1,127 @@
+"""A real ``ding -m parallel`` run in a subprocess, for the end-to-end tests of the run service in
+parallel mode (tests/service/test_parallel_service.py, tests/resilience/test_parallel_resume.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from tests.helpers.processes import ROOT, child_env
+from tests.helpers.wait import wait_until
+
+CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+EXP = 'svc_parallel'
+
+
+def write_config(
+    path: str,
+    service: dict | None = None,
+    stop_value: float = 195,
+    collector: dict | None = None,
+    learner_hook: dict | None = None,
+    system_collectors: dict | None = None,
+) -> str:
+    """A copy of the parallel CartPole DQN config with the given changes (the file is a real config file)."""
+    lines = [
+        f'exec(open({CONFIG!r}).read())',
+        f'main_config.exp_name = {EXP!r}',
+        f'main_config.env.stop_value = {stop_value!r}',
+    ]
+    if service is not None:
+        lines.append(f'main_config.service = {service!r}')
+    for key, value in (collector or {}).items():
+        lines.append(f'main_config.policy.collect.collector[{key!r}] = {value!r}')
+    if learner_hook:
+        lines.append(f'main_config.policy.learn.learner.setdefault("hook", {{}}).update({learner_hook!r})')
+    if system_collectors:
+        lines.append(f'system_config.collector = {system_collectors!r}')
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(lines) + '\n')
+    return path
+
+
+class ParallelRun:
+    """``ding -m parallel -c CFG`` started in ``cwd``; ``stop()`` ends it (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, cwd: str, config: str, *extra: str) -> None:
+        self.cwd = cwd
+        self.exp_dir = os.path.join(cwd, EXP)
+        env = child_env(OMP_NUM_THREADS='1')
+        self.log_path = os.path.join(cwd, 'pipeline.log')
+        self._log = open(self.log_path, 'wb')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', config, '-s', '0', *extra],
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # killpg-able
+
+    def output(self) -> str:
+        with open(self.log_path, encoding='utf-8', errors='replace') as f:
+            return f.read()
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """``wait_until`` on this run: fails as soon as the run exits, showing the end of its output."""
+        try:
+            return wait_until(predicate, timeout, interval=0.2, what=what, proc=self.proc)
+        except AssertionError as failure:
+            raise AssertionError(f'{failure}:\n{self.output()[-3000:]}') from None
+
+    def run_info(self, name: str = 'run.json') -> dict[str, Any] | None:
+        try:
+            with open(os.path.join(self.exp_dir, name), encoding='utf-8') as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+class Service:
+    """HTTP calls to one process's run service, address and token from its run file."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.url = info['url']
+        self.headers = {'Authorization': f'Bearer {info["token"]}'}
+
+    def get(self, path: str) -> requests.Response:
+        return requests.get(self.url + path, timeout=30)
+
+    def post(self, path: str, body: dict | None = None) -> requests.Response:
+        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60)
+
+    def status(self) -> dict[str, Any]:
+        r = self.get('/run/status')
+        assert r.status_code == 200, r.text
+        return r.json()['data']
+
+
+def checkpoint_iterations(ckpt_dir: str) -> list:
+    """Iterations of the checkpoints in ``ckpt_dir`` (from their file names)."""
+    if not os.path.isdir(ckpt_dir):
+        return []
+    its = []
+    for name in os.listdir(ckpt_dir):
+        m = re.fullmatch(r'iteration_(\d+)\.safetensors', name)
+        if m:
+            its.append(int(m.group(1)))
+    return sorted(its)
