@@ -3,8 +3,9 @@
 import os
 
 from ding.config.reference import BEGIN, END, generate
+from tests.helpers.processes import ROOT
 
-DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'docs', 'config.md')
+DOC = os.path.join(ROOT, 'docs', 'config.md')
 
 
 def test_config_doc_lists_current_component_defaults():

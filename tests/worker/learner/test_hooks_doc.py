@@ -3,7 +3,9 @@
 import os
 import re
 
-DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'hooks.md')
+from tests.helpers.processes import ROOT
+
+DOC = os.path.join(ROOT, 'docs', 'hooks.md')
 
 
 def python_blocks(text):
