@@ -1,8 +1,9 @@
 """``BaseLearner``: runs the policy's learn-mode update and the hooks around it.
 
 Serial use: ``learner.train(batch, envstep)`` once per update (plus ``call_hook('before_run')`` /
-``call_hook('after_run')`` around the whole run). Parallel use: set ``learner.get_data`` and call
-``start()``, which pulls batches from an ``AsyncDataLoader`` for ``train_iterations`` iterations.
+``call_hook('after_run')`` around the whole run). Parallel use: give the learner its data source and
+weight / learn-info sinks (constructor arguments or ``connect``) and call ``start()``, which pulls
+batches from an ``AsyncDataLoader`` for ``train_iterations`` iterations.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import copy
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -21,18 +23,18 @@ from ding.utils.default_helper import CountVar, LogDict
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
 
-from .learner_hook import (
-    POSITIONS,
-    LearnerHook,
-    add_learner_hook,
-    build_learner_hook_by_cfg,
-    iterations_done,
-    merge_hooks,
-    write_checkpoint,
-)
+from ding.utils.data_loader import AsyncDataLoader
+
+from .checkpoint_hooks import write_checkpoint
+from .hook_base import POSITIONS, LearnerHook, add_learner_hook, iterations_done, merge_hooks
+from .learner_hook import build_learner_hook_by_cfg
 from .nan_guard import build_nan_guard_hook
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A parallel learner's connections (see BaseLearner.connect).
+DataSource = Callable[[int], Any]
+PolicySink = Callable[[dict[str, Any]], None]
+LearnInfoSink = Callable[[dict[str, Any]], None]
 
 
 def _identity(batch: Any) -> Any:
@@ -129,6 +131,10 @@ class BaseLearner:
         dist_info: tuple[int, int] | None = None,
         exp_name: str = 'default_experiment',
         instance_name: str = 'learner',
+        data_source: DataSource | None = None,
+        policy_sink: PolicySink | None = None,
+        learn_info_sink: LearnInfoSink | None = None,
+        publish_due: Callable[[], bool] | None = None,
     ) -> None:
         if cfg is not None and not isinstance(cfg, dict):
             raise TypeError(
@@ -178,8 +184,13 @@ class BaseLearner:
         self._learner_done = False
         self._closed = False
         self._stop_signal: int | None = None
-        self._dataloader = None
-        self._policy = None
+        self._dataloader: AsyncDataLoader | None = None
+        self._data_source: DataSource | None = None
+        self._policy_sink: PolicySink | None = None
+        self._learn_info_sink: LearnInfoSink | None = None
+        self._publish_due: Callable[[], bool] | None = None
+        self.connect(data_source, policy_sink, learn_info_sink, publish_due)
+        self._policy: Any = None
         if policy is not None:
             self.policy = policy
 
@@ -308,18 +319,61 @@ class BaseLearner:
         self._priority_info = {'priority': priority, 'replay_buffer_idx': idx, 'replay_unique_id': uid}
 
     # ---- parallel mode -------------------------------------------------------------------------------
+    def connect(
+        self,
+        data_source: DataSource | None = None,
+        policy_sink: PolicySink | None = None,
+        learn_info_sink: LearnInfoSink | None = None,
+        publish_due: Callable[[], bool] | None = None,
+    ) -> None:
+        """Where ``start()`` gets its batches (``data_source(batch_size)``) and where the comm hooks send the
+        weights (``policy_sink({'model', 'iter'})``) and learn infos (``learn_info_sink(info)``);
+        ``publish_due()`` says whether weights sent now would be published. Arguments left None keep
+        what was connected before. The comm learner connects itself in parallel mode."""
+        if data_source is not None:
+            self._data_source = data_source
+        if policy_sink is not None:
+            self._policy_sink = policy_sink
+        if learn_info_sink is not None:
+            self._learn_info_sink = learn_info_sink
+        if publish_due is not None:
+            self._publish_due = publish_due
+
+    def get_data(self, batch_size: int) -> Any:
+        """One batch from the connected data source (what the data loader reads)."""
+        if self._data_source is None:
+            raise RuntimeError('BaseLearner.get_data: no data source; pass data_source= or call connect() first')
+        return self._data_source(batch_size)
+
+    def send_policy(self, state_dict: dict[str, Any]) -> None:
+        """Hand ``{'model', 'iter'}`` to the connected policy sink (``SendPolicyHook`` calls this)."""
+        if self._policy_sink is None:
+            raise RuntimeError('BaseLearner.send_policy: no policy sink; pass policy_sink= or call connect() first')
+        self._policy_sink(state_dict)
+
+    def send_learn_info(self, learn_info: dict[str, Any]) -> None:
+        """Hand one learn info to the connected sink (``SendLearnInfoHook`` calls this)."""
+        if self._learn_info_sink is None:
+            raise RuntimeError(
+                'BaseLearner.send_learn_info: no learn-info sink; pass learn_info_sink= or call connect() first'
+            )
+        self._learn_info_sink(learn_info)
+
+    def policy_publish_due(self) -> bool:
+        """Whether weights sent now would be published (True unless the connected sink throttles)."""
+        return True if self._publish_due is None else self._publish_due()
+
     def setup_dataloader(self) -> None:
         """Build the ``AsyncDataLoader`` ``start()`` reads from, over ``self.get_data(batch_size)``."""
-        get_data = getattr(self, 'get_data', None)
-        if get_data is None:
+        # DI-engine code assigns learner.get_data = fn directly: that keeps working (it shadows the method).
+        get_data = self.get_data
+        if self._data_source is None and 'get_data' not in vars(self):
             raise RuntimeError(
-                'BaseLearner.setup_dataloader: set learner.get_data = fn(batch_size) first '
-                '(the comm learner does this in parallel mode)'
+                'BaseLearner.setup_dataloader: no get_data; connect a data source first (data_source=fn(batch_size) or '
+                'connect(); the comm learner does this in parallel mode)'
             )
         if self._policy is None:
             raise RuntimeError('BaseLearner.setup_dataloader: no policy; set learner.policy first')
-        from ding.utils.data_loader import AsyncDataLoader
-
         cfg = self._cfg.dataloader
         batch_size = self._policy.get_attribute('batch_size')
         device = self._policy.get_attribute('device')
@@ -558,6 +612,25 @@ class BaseLearner:
     def nan_guard_events(self) -> dict[str, int]:
         """Counts of the NaN guard's events: ``skipped_step``, ``rollback``, ``rollback_failed``."""
         return dict(self._nan_guard.events) if self._nan_guard is not None else {}
+
+    @property
+    def in_after_iter(self) -> bool:
+        """True while the ``after_iter`` hooks run (``last_iter`` has not advanced yet, see ``iterations_done``)."""
+        return self._in_after_iter
+
+    @property
+    def stop_requested(self) -> bool:
+        """``stop()`` (or ``close()``) was called and ``start()`` has not begun a new loop since."""
+        return self._end_flag
+
+    @property
+    def last_checkpoint(self) -> tuple[int, str] | None:
+        """``(iteration, path)`` of the last checkpoint this learner wrote, None before the first."""
+        return self._last_ckpt
+
+    def checkpoint_written(self, iteration: int, path: str) -> None:
+        """Record a checkpoint just written for this learner (``write_checkpoint`` calls this)."""
+        self._last_ckpt = (int(iteration), path)
 
     @property
     def ckpt_name(self) -> str | None:

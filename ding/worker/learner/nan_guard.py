@@ -32,7 +32,10 @@ from typing import Any
 
 import torch
 
-from .learner_hook import LearnerHook, checkpoint_dir, iterations_done, register_learner_hook
+from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
+
+from .checkpoint_hooks import checkpoint_dir
+from .hook_base import LearnerHook, iterations_done, register_learner_hook
 
 # Attribute names (``policy.get_attribute(name)``, i.e. ``policy._name``) that may hold optimizers:
 # DI-engine's single-optimizer policies use 'optimizer'; actor-critic ones split it.
@@ -125,7 +128,7 @@ def grads_finite(grads: Sequence[torch.Tensor], buffers: CheckBuffers | None = N
         pass
     try:
         # Norms are >= 0, so their sum is finite exactly when each of them is (float32 overflow aside).
-        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)  # noqa: SLF001 - torch._foreach_* are allowed
         return math.isfinite(torch.stack([n.to(device) for n in norms]).sum().item())
     except (RuntimeError, TypeError, NotImplementedError):
         return all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in grads)
@@ -143,16 +146,30 @@ def _all_finite(state: Any) -> bool:
     return True
 
 
+# Called with (kind, n) for every event of every guard: how the run service counts them as metrics
+# (``nan_guard_events_total{kind}``) without the learner importing it.
+NanGuardListener = Callable[[str, int], None]
+_LISTENERS: list[NanGuardListener] = []
+
+
+def add_nan_guard_listener(listener: NanGuardListener) -> None:
+    """Report every NaN-guard event to ``listener(kind, n)`` (added once however often this is called)."""
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
+
+def remove_nan_guard_listener(listener: NanGuardListener) -> None:
+    """Stop reporting to ``listener`` (nothing happens when it was not added)."""
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
 def _publish(kind: str, n: int = 1) -> None:
-    """Count the event as ``nan_guard_events_total{kind}`` in the run's metrics (no-op without a run service)."""
-    try:
-        from ding.service.metrics import inc_nan_guard_event
-    except ImportError:
-        return
-    try:
-        inc_nan_guard_event(kind, n)
-    except Exception as exc:  # metrics must never break training
-        _LOG.debug('nan_guard: metrics update failed: %r', exc)
+    for listener in list(_LISTENERS):
+        try:
+            listener(kind, n)
+        except Exception as exc:  # metrics must never break training
+            _LOG.debug('nan_guard: event listener %r failed: %r', listener, exc)
 
 
 class NanGuard:
@@ -224,7 +241,7 @@ class NanGuard:
         current = {id(opt) for _, opt in found}
         self._wrapped = [w for w in self._wrapped if id(w[1]) in current]
         for name, opt in found:
-            if getattr(opt.step, '_nan_guard', None) is self:
+            if getattr(opt.step, 'nan_guard', None) is self:
                 continue
             self._wrap(name, opt)
         if not found:
@@ -247,7 +264,7 @@ class NanGuard:
             guard._on_bad_step(name, opt)
             return None
 
-        guarded_step._nan_guard = self  # type: ignore[attr-defined]
+        guarded_step.nan_guard = self  # type: ignore[attr-defined]  # marks the wrapper as this guard's
         # An instance attribute shadows Optimizer.step for this object only.
         opt.step = guarded_step  # type: ignore[method-assign]
         self._wrapped.append((name, opt, original))
@@ -255,7 +272,7 @@ class NanGuard:
     def detach(self) -> None:
         """Give every wrapped optimizer its original ``step`` back."""
         for _, opt, original in self._wrapped:
-            if getattr(opt.step, '_nan_guard', None) is self:
+            if getattr(opt.step, 'nan_guard', None) is self:
                 opt.step = original  # type: ignore[method-assign]
         self._wrapped = []
 
@@ -322,8 +339,6 @@ class NanGuard:
         learning rates, the collector env-step count and the RNG streams (replaying the same random
         draws would likely replay the same bad batch).
         """
-        from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
-
         self._engine = engine
         self.consecutive_bad = 0
         if self.max_rollbacks and self.rollbacks_since_good >= self.max_rollbacks:
@@ -460,4 +475,7 @@ __all__ = [
     'install_nan_guard',
     'grads_finite',
     'EVENT_KINDS',
+    'NanGuardListener',
+    'add_nan_guard_listener',
+    'remove_nan_guard_listener',
 ]

@@ -14,7 +14,11 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.policy import create_policy
 from ding.utils.registry import COMM_LEARNER_REGISTRY, import_module
+from ding.worker.resume import RESUME_NEVER, resume_learner
+
+from ..base_learner import create_learner
 
 
 class BaseCommLearner(ABC):
@@ -70,9 +74,6 @@ class BaseCommLearner(ABC):
         (overrides ``learner_cfg.train_iterations``). The learner gets this comm learner's ``get_data``,
         ``send_policy`` and ``send_learn_info`` and every hook of ``hooks4call``.
         """
-        from ding.policy import create_policy
-        from ding.worker.learner import create_learner
-
         policy_cfg = task_info.get('policy')
         if not isinstance(policy_cfg, dict):
             raise KeyError(f"learner task: task_info['policy'] must be the policy config dict, got {policy_cfg!r}")
@@ -107,10 +108,12 @@ class BaseCommLearner(ABC):
             exp_name=task_info.get('exp_name') or self._cfg.get('exp_name', 'default_experiment'),
             instance_name=task_info.get('instance_name') or self._cfg.get('name', 'learner0'),
         )
-        learner.get_data = self.get_data
-        learner.send_policy = self.send_policy
-        learner.policy_publish_due = self.policy_publish_due
-        learner.send_learn_info = self.send_learn_info
+        learner.connect(
+            data_source=self.get_data,
+            policy_sink=self.send_policy,
+            learn_info_sink=self.send_learn_info,
+            publish_due=self.policy_publish_due,
+        )
         for hook in self.hooks4call:
             learner.register_hook(hook)
         learner.resumed_from = self._resume_from_checkpoint(learner, task_info.get('resume'))
@@ -121,8 +124,6 @@ class BaseCommLearner(ABC):
         """``task_info['resume']``: a checkpoint path (or 'auto') the pipeline resolved for a resumed run, or
         the coordinator's dict for a task moved after a learner died (``checkpoint: 'auto'``, ``not_before``:
         only checkpoints of this run). Loads it with ``resume_learner``; returns the path or None."""
-        from ding.worker.resume import RESUME_NEVER, resume_learner
-
         if isinstance(resume, dict):
             setting, not_before = resume.get('checkpoint'), resume.get('not_before')
         else:
