@@ -19,11 +19,10 @@ from typing import Any
 import torch.distributed as dist
 from easydict import EasyDict
 
+from ding.utils.data_loader import AsyncDataLoader
 from ding.utils.default_helper import CountVar, LogDict
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
-
-from ding.utils.data_loader import AsyncDataLoader
 
 from .checkpoint_hooks import write_checkpoint
 from .hook_base import POSITIONS, LearnerHook, add_learner_hook, iterations_done, merge_hooks
