@@ -1,9 +1,9 @@
 """``BaseCommLearner``: the part of a parallel-mode learner process that talks to the coordinator.
 
 A comm learner does no training itself. It builds a ``BaseLearner`` for each learner task
-(``_create_learner``), hands it the ``get_data`` data source its data loader reads from, and registers
-the hooks (``hooks4call``) that send the policy weights and the learn info out through ``send_policy``
-and ``send_learn_info``.
+(``_create_learner``), connects it to its ``get_data`` data source and its ``send_policy`` /
+``send_learn_info`` sinks (``BaseLearner.connect``), registers the hooks (``hooks4call``) that call those,
+and tells its observers (``add_learner_observer``: e.g. the run service, attached from above).
 """
 
 from __future__ import annotations
@@ -21,6 +21,25 @@ from ding.worker.resume import RESUME_NEVER, resume_learner
 from ..base_learner import create_learner
 
 
+class LearnerObserver:
+    """Told about each learner a comm learner builds, from a layer above the workers (the run service attaches
+    through one: ``ding.service.comm_learner``). Every method does nothing here; override what you need."""
+
+    def learner_created(self, learner: Any, task_info: dict[str, Any]) -> None:
+        """A learner task's ``BaseLearner`` was built (checkpoint resumed, not started yet)."""
+
+    def tune(self, tune: dict[str, Any]) -> None:
+        """The coordinator forwarded a run-control tune with a learn task (it checked it against the config)."""
+
+    @property
+    def weights_address(self) -> str | None:
+        """Where collectors may fetch the weights over HTTP, answered with the start task (None: nowhere)."""
+        return None
+
+    def close(self) -> None:
+        """The comm learner closes."""
+
+
 class BaseCommLearner(ABC):
     """Abstract comm learner: subclasses implement the transport (see ``FlaskFileSystemLearner``).
 
@@ -31,6 +50,15 @@ class BaseCommLearner(ABC):
     def __init__(self, cfg: dict[str, Any]) -> None:
         self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._active_flag = False
+        self._observers: list[LearnerObserver] = []
+
+    def add_learner_observer(self, observer: LearnerObserver) -> None:
+        """Tell ``observer`` about every learner built from now on (see ``LearnerObserver``)."""
+        self._observers.append(observer)
+
+    @property
+    def learner_observers(self) -> list[LearnerObserver]:
+        return list(self._observers)
 
     def policy_publish_due(self) -> bool:
         """Whether weights given to ``send_policy`` now would be published; ``SendPolicyHook`` skips the
@@ -117,6 +145,8 @@ class BaseCommLearner(ABC):
         for hook in self.hooks4call:
             learner.register_hook(hook)
         learner.resumed_from = self._resume_from_checkpoint(learner, task_info.get('resume'))
+        for observer in self._observers:
+            observer.learner_created(learner, task_info)
         return learner
 
     @staticmethod
@@ -140,4 +170,4 @@ def create_comm_learner(cfg: dict[str, Any]) -> BaseCommLearner:
     return COMM_LEARNER_REGISTRY.build(cfg.get('type', 'flask_fs'), cfg=cfg)
 
 
-__all__ = ['BaseCommLearner', 'create_comm_learner']
+__all__ = ['BaseCommLearner', 'LearnerObserver', 'create_comm_learner']
