@@ -92,6 +92,8 @@ _SHORT_FORMS: dict[str, Callable[[str, Any, int | None], LearnerHook | None]] = 
     'save_ckpt_after_run': _build_save_run,
     'log_reduce_after_iter': _build_log_reduce,
 }
+
+
 def _build_full_form(key: str, value: dict[str, Any]) -> LearnerHook:
     problems = full_form_hook_problems(value)
     if problems:

@@ -52,6 +52,16 @@ class BaseCommLearner(ABC):
         self._active_flag = False
         self._observers: list[LearnerObserver] = []
 
+    @property
+    def cfg(self) -> EasyDict:
+        """The comm learner's config (``system.learner.<name>``, completed with its defaults)."""
+        return self._cfg
+
+    @property
+    def logger(self) -> Any:
+        """The comm learner's log (None where it keeps none, or before it started)."""
+        return None
+
     def add_learner_observer(self, observer: LearnerObserver) -> None:
         """Tell ``observer`` about every learner built from now on (see ``LearnerObserver``)."""
         self._observers.append(observer)

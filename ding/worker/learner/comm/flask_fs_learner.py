@@ -207,6 +207,10 @@ class FlaskFileSystemLearner(BaseCommLearner):
         return self._host.slave  # type: ignore[return-value]  # SlaveHost holds the LearnerSlave start() built
 
     @property
+    def logger(self) -> Any:
+        return self._logger
+
+    @property
     def batch_loader(self) -> BatchLoader | None:
         """What builds the batches (a ``batch_loader_cls``), None before ``start()``."""
         return self._loader
