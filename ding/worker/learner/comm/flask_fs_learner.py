@@ -204,7 +204,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
     @property
     def slave(self) -> LearnerSlave | None:
-        return self._host.slave  # type: ignore[return-value]  # SlaveHost holds the LearnerSlave start() built
+        slave = self._host.slave
+        return slave if isinstance(slave, LearnerSlave) else None
 
     @property
     def logger(self) -> Any:
