@@ -5,43 +5,18 @@ This module is the task-routing shell; the jobs live beside it: ``learn_task_exc
 info queues and both sides of them), ``batch_loader`` (reading the sample files into batches),
 ``policy_publisher`` (the policy file), ``learner_run`` (one learner task's state), ``learner_slave``.
 
-Threads and the three length-one queues (the coordinator drives everything, one task at a time)::
-
-    coordinator --learner_get_data_task--> deal_with_get_data    <-- demand queue  <-- get_data (loader thread)
-    coordinator --learner_learn_task-----> deal_with_learner_learn --> result queue --> get_data: read files,
-                                                                                         return the batch
-                                           deal_with_learner_learn <-- info mailbox   <-- SendLearnInfoHook
-                                                                                         (learner thread)
-
-The learner's ``AsyncDataLoader`` calls ``get_data`` again as soon as a batch is handed over, so the next
-demand is already waiting while the current batch trains, and the learn info leaves before the slower
-after-iteration hooks (policy file, log table, checkpoints) run; the policy file itself is written on a
-publisher thread. Each learn task is answered with exactly one learn info: the one of the iteration that
-trained its data. When every sample of a batch is unusable (unreadable file, or older than the learner
-config's ``max_staleness``), no iteration trains on it: that learn task is answered with
-``{'trained': False, 'infos': []}`` (no learn info) and the learner asks for data again.
-
-With ``comm_batches`` k > 1 the demand carries ``num_batches: k``; its learn task brings k batches, which
-``get_data`` hands over one per call, and is answered with ``{'infos': [...]}``: one learn info per batch
-that trained (rejected batches add none), so the HTTP round trips cost once per k iterations. Such a learn
-task is answered as soon as the learner has asked for the next k batches (its last batches may still be
-training: their infos go with the next learn task), so the coordinator's round trip overlaps training;
-the learn infos of a run stay exactly one per iteration, in order. The learn task of a run's last demand
-(no later one follows to carry infos) waits for every info it owes, even when the learner ends meanwhile.
-
-Every demand also opts in to batches as dicts of columns of the metadata fields the learner reads
-(``'fields'``: those of ``METADATA_FIELDS`` its policy reads, see ``demand_fields``; ``'layout': 'columns'``,
-see docs/parallel.md): less JSON to decode and no
-per-sample dicts to walk. A coordinator that ignores the opt-in sends lists of dicts; both are accepted.
+The coordinator drives it, one task at a time: ``learner_start_task`` builds the task's learner
+(``BaseCommLearner._create_learner``) and starts it on its own thread; ``learner_get_data_task`` /
+``learner_learn_task`` exchange demands, batches and learn infos through the length-one queues of
+``LearnTaskExchange`` (its module doc has the protocol); ``learner_close_task`` stops the learner.
 """
 
 from __future__ import annotations
 
 import copy
-import math
+import functools
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,7 +24,6 @@ import torch
 from easydict import EasyDict
 
 from ding.interaction import TaskFail
-from ding.utils.file_transport import CheckpointError, load_policy
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
 from ding.worker.learner.hook_base import iterations_done
@@ -59,14 +33,9 @@ from .batch_loader import BatchLoader
 from .learn_task_exchange import POLL_S, LearnTaskExchange
 from .learner_run import LearnerRun
 from .learner_slave import LearnerSlave
-from .policy_publisher import PolicyPublisher, write_policy_file
+from .policy_publisher import PolicyPublisher, cpu_snapshot, write_run_policy
+from .task_setup import TaskSettings, apply_resume, check_comm_config
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
-
-
-def _check_freq(freq: Any, what: str) -> int:
-    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
-        raise ValueError(f'{what} must be a positive integer, got {freq!r}')
-    return freq
 
 
 @COMM_LEARNER_REGISTRY.register('flask_fs')
@@ -86,8 +55,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
     task then carries that many batches and is answered with ``{'infos': [...]}``, one learn info per trained
     batch, so one HTTP round trip serves that many iterations.
 
-    Use: ``comm = create_comm_learner(cfg); comm.start()`` (returns once serving), then keep the process
-    alive; ``comm.close()`` stops the running learner task and the server.
+    Use: ``comm = create_comm_learner(cfg); comm.start()`` (returns once serving); ``comm.close()``.
     """
 
     config = dict(
@@ -126,18 +94,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
         cfg = self._cfg
-        if cfg.use_distributed:
-            raise ValueError(f"comm learner {cfg.name}: use_distributed=True is not supported by 'flask_fs'")
-        self._send_policy_freq = _check_freq(cfg.send_policy_freq, f'comm learner {cfg.name}: send_policy_freq')
-        interval = cfg.send_policy_min_interval
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval < math.inf:
-            raise ValueError(
-                f'comm learner {cfg.name}: send_policy_min_interval must be a number of seconds >= 0, got {interval!r}'
-            )
-        workers = cfg.load_workers
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f'comm learner {cfg.name}: load_workers must be a positive integer, got {workers!r}')
-
+        check_comm_config(cfg)
+        self._send_policy_freq = int(cfg.send_policy_freq)
         self._run: LearnerRun | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of learner tasks and of the comm learner
         self._host = SlaveHost(cfg, 'comm learner')
@@ -155,9 +113,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         cfg = self._cfg
         self._logger = self._host.open_log()
         self._pool = ThreadPoolExecutor(max_workers=cfg.load_workers, thread_name_prefix=f'ding-{cfg.name}-read')
-        self._publisher = PolicyPublisher(
-            self._write_policy, f'ding-{cfg.name}-publish', float(cfg.send_policy_min_interval)
-        )
+        write = functools.partial(write_run_policy, logger=self._logger)
+        self._publisher = PolicyPublisher(write, f'ding-{cfg.name}-publish', float(cfg.send_policy_min_interval))
         self._loader = self.batch_loader_cls(self._pool, self._logger)
         self._exchange = LearnTaskExchange(self._loader, self._logger, cfg.stop_timeout)
         callbacks = {
@@ -264,22 +221,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         The learner thread only snapshots the weights; the write happens on the publisher thread.
         """
         run = self._run
-        if run is None or self._publisher is None:
-            return
-        snapshot = {
-            k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v
-            for k, v in state_dict['model'].items()
-        }
-        run.publish_skipped = False
-        self._publisher.submit(run, snapshot, int(state_dict['iter']))
-
-    def _write_policy(self, run: LearnerRun, model: dict[str, Any], policy_iter: int) -> None:
-        """Publisher thread: write one policy file (see ``write_policy_file``)."""
-        try:
-            write_policy_file(run.path_policy, run.policy_name, model, policy_iter)
-        except Exception as exc:  # collectors keep their last weights; training goes on
-            self._logger.error(f'learner task {run.task_id}: cannot write the policy to {run.path_policy}: {exc}')
-        run.published.set()
+        if run is not None and self._publisher is not None:
+            run.publish_skipped = False
+            self._publisher.submit(run, cpu_snapshot(state_dict['model']), int(state_dict['iter']))
 
     # ---- coordinator side (slave task threads) -------------------------------------------------------
     def deal_with_resource(self) -> dict[str, int]:
@@ -345,67 +289,21 @@ class FlaskFileSystemLearner(BaseCommLearner):
         }
 
     def _prepare_run(self, task_info: dict[str, Any]) -> LearnerRun:
-        cfg = self._cfg
-        learner_cfg = task_info.get('learner_cfg') or {}
-        max_staleness = learner_cfg.get('max_staleness', math.inf) if isinstance(learner_cfg, dict) else math.inf
-        if max_staleness is None:
-            max_staleness = math.inf
-        if isinstance(max_staleness, bool) or not isinstance(max_staleness, (int, float)) or max_staleness < 0:
-            raise ValueError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
-        # DI-engine keeps send_policy_freq in policy.learn.learner; the comm learner config's is the default.
-        freq = (
-            learner_cfg.get('send_policy_freq', cfg.send_policy_freq)
-            if isinstance(learner_cfg, dict)
-            else cfg.send_policy_freq
-        )
-        self._send_policy_freq = _check_freq(freq, "learner config 'send_policy_freq'")
-        comm_batches = (
-            learner_cfg.get('comm_batches', cfg.comm_batches) if isinstance(learner_cfg, dict) else cfg.comm_batches
-        )
-        comm_batches = _check_freq(comm_batches, "learner config 'comm_batches'")
-        instance_name = task_info.get('instance_name') or cfg.name
-        policy_name = task_info.get('policy_name') or f'policy_{instance_name}'
-        path_policy = task_info.get('path_policy') or cfg.path_policy
-        path_data = task_info.get('path_data') or cfg.path_data
-
+        settings = TaskSettings.of(self._cfg, task_info)
+        self._send_policy_freq = settings.send_policy_freq
         learner = self._create_learner(task_info)
         run = LearnerRun(
             task_info['task_id'],
             learner,
-            policy_name,
-            path_policy,
-            path_data,
-            float(max_staleness),
-            comm_batches,
+            settings.policy_name,
+            settings.path_policy,
+            settings.path_data,
+            settings.max_staleness,
+            settings.comm_batches,
             task_info['policy'],
         )
-        resume = task_info.get('resume')
-        if resume:
-            if isinstance(resume, dict) and getattr(learner, 'resumed_from', None) is None:
-                self._resume(run, resume, path_policy)  # no checkpoint of this run: the last published weights
-            elif isinstance(resume, dict) and resume.get('policy_name'):
-                run.policy_name = resume['policy_name']
-            run.start_iter = learner.train_iter
-            max_iterations = task_info.get('max_iterations')
-            if max_iterations is not None:
-                learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
+        apply_resume(run, task_info, self._logger)
         return run
-
-    def _resume(self, run: LearnerRun, resume: dict[str, Any], path_policy: str) -> None:
-        """A task moved here from a dead learner: continue from the weights it last published."""
-        if resume.get('policy_name'):
-            run.policy_name = resume['policy_name']
-        path = os.path.join(path_policy, run.policy_name + '.safetensors')
-        try:
-            state, policy_iter = load_policy(path)
-            run.learner.policy.load_state_dict({'model': state})
-        except (CheckpointError, KeyError, RuntimeError) as exc:
-            self._logger.warning(
-                f'learner task {run.task_id}: cannot resume from {path} ({exc}); training starts from fresh weights'
-            )
-            return
-        run.learner.last_iter.update(policy_iter)
-        self._logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
 
     def _learner_loop(self, run: LearnerRun) -> None:
         learner = run.learner
@@ -438,44 +336,14 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 self._logger.error(
                     f'learner task {run.task_id}: the last policy file was not written within {self._cfg.stop_timeout}s'
                 )
-            rounds = max(run.learn_infos + run.rejected_batches, 1)
-            rates = ''
-            if run.first_info_clock is not None and run.learn_infos > 1:
-                wall = run.last_info_clock[0] - run.first_info_clock[0]
-                cpu = run.last_info_clock[1] - run.first_info_clock[1]
-                training = run.last_info_clock[2] - run.first_info_clock[2]
-                rates = (
-                    f'; from the first learn info to the last: {run.learn_infos - 1} iterations in '
-                    f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)'
-                )
-            self._logger.info(
-                f'learner task {run.task_id} ended ({run.reason or "failed: " + str(run.error)}) at '
-                f'iteration {learner.train_iter}: {run.learn_infos} learn infos sent, '
-                f'{run.rejected_batches} batches rejected; per data round '
-                f'{1e3 * run.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
-                f'{1e3 * run.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
-                f'{run.starved_s:.2f}s waiting with no batch received{rates}'
-            )
+            self._logger.info(run.end_report())
             run.finished.set()  # last: whoever waits for it may start the next task at once
 
     def _stop_run(self, run: LearnerRun, reason: str) -> None:
         """Stop the learner after its current iteration and wait for its thread (``stop_timeout``)."""
-        if run.finished.is_set():
-            return
-        if not run.reason:
-            run.reason = reason
-        run.ending.set()
-        run.learner.stop()
-        thread = run.thread
-        if thread is not None and thread is not threading.current_thread():
-            deadline = time.monotonic() + float(self._cfg.stop_timeout)
-            while thread.is_alive() and time.monotonic() < deadline:
-                run.learner.stop()  # again: a learner that was just starting clears the flag
-                thread.join(POLL_S)
-            if thread.is_alive():
-                self._logger.error(
-                    f'learner task {run.task_id}: the learner thread did not stop within {self._cfg.stop_timeout}s'
-                )
+        timeout = float(self._cfg.stop_timeout)
+        if not run.stop(reason, timeout):
+            self._logger.error(f'learner task {run.task_id}: the learner thread did not stop within {timeout}s')
 
     def deal_with_get_data(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Answer a get-data task with the learner's data demand (waits until the learner asks)."""

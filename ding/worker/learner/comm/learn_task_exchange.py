@@ -1,13 +1,35 @@
 """The learn-task data exchange of the flask_fs comm learner (``LearnTaskExchange``): data demands out to the
 coordinator's get-data tasks, batches in from its learn tasks, learn infos back out with their answers.
 
-Three queues, all length one (see the ``flask_fs_learner`` module doc for the threads)::
+Threads and the three length-one queues (the coordinator drives everything, one task at a time; the info
+queue holds one list of what was handed over since a learn task last took it, ``InfoMailbox``)::
 
-    get-data task  <-- demand queue  <-- get_data (data loader thread): a demand, kept until its data arrives
-    learn task     --> result queue  --> get_data: the batch's metadata, read from the sample files
-    learn task     <-- info mailbox  <-- send_learn_info (learner thread), rejections and demand markers
-                                         (data loader thread); one list of what was handed over since the
-                                         last learn task took it (``InfoMailbox``)
+    coordinator --learner_get_data_task--> deal_with_get_data    <-- demand queue  <-- get_data (loader thread)
+    coordinator --learner_learn_task-----> deal_with_learner_learn --> result queue --> get_data: read files,
+                                                                                         return the batch
+                                           deal_with_learner_learn <-- info mailbox   <-- SendLearnInfoHook
+                                                                                         (learner thread)
+
+The learner's ``AsyncDataLoader`` calls ``get_data`` again as soon as a batch is handed over, so the next
+demand is already waiting while the current batch trains, and the learn info leaves before the slower
+after-iteration hooks (policy file, log table, checkpoints) run; the policy file itself is written on a
+publisher thread. Each learn task is answered with exactly one learn info: the one of the iteration that
+trained its data. When every sample of a batch is unusable (unreadable file, or older than the learner
+config's ``max_staleness``), no iteration trains on it: that learn task is answered with
+``{'trained': False, 'infos': []}`` (no learn info) and the learner asks for data again.
+
+With ``comm_batches`` k > 1 the demand carries ``num_batches: k``; its learn task brings k batches, which
+``get_data`` hands over one per call, and is answered with ``{'infos': [...]}``: one learn info per batch
+that trained (rejected batches add none), so the HTTP round trips cost once per k iterations. Such a learn
+task is answered as soon as the learner has asked for the next k batches (its last batches may still be
+training: their infos go with the next learn task), so the coordinator's round trip overlaps training;
+the learn infos of a run stay exactly one per iteration, in order. The learn task of a run's last demand
+(no later one follows to carry infos) waits for every info it owes, even when the learner ends meanwhile.
+
+Every demand also opts in to batches as dicts of columns of the metadata fields the learner reads
+(``'fields'``: those of ``METADATA_FIELDS`` its policy reads, see ``demand_fields``; ``'layout': 'columns'``,
+see docs/parallel.md): less JSON to decode and no
+per-sample dicts to walk. A coordinator that ignores the opt-in sends lists of dicts; both are accepted.
 """
 
 from __future__ import annotations
@@ -17,6 +39,7 @@ import time
 from typing import Any
 
 from ding.interaction import TaskFail
+from ding.utils.jsonable import to_jsonable
 
 from .batch_loader import BatchLoader
 from .learn_task_data import batch_size_of, learn_task_batches, number_or_none
@@ -26,17 +49,6 @@ from .learner_run import Demanded, InfoGroup, InfoMailbox, LearnerRun, Prepared,
 POLL_S = 0.05
 # What send_learn_info itself writes into the learner's scalar log buffer.
 _OWN_SCALARS = ('policy_lag_min', 'policy_lag_mean', 'policy_lag_max', 'stale_dropped')
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready copy of priority info values (tensors / arrays / numpy scalars -> lists / numbers)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, 'tolist'):
-        return value.tolist()
-    return value
 
 
 class LearnTaskExchange:
@@ -251,7 +263,7 @@ class LearnTaskExchange:
                 'learner_step': learn_info['learner_step'],
                 'learner_done': bool(learn_info.get('learner_done', False)),
                 'policy_iter': version + 1,
-                'priority_info': _plain(priority_info) if priority_info else None,
+                'priority_info': to_jsonable(priority_info, on_unknown='repr') if priority_info else None,
                 'policy_lag': lag,
                 'stale_dropped': stale,
                 'unreadable': unreadable,

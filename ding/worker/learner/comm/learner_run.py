@@ -16,6 +16,9 @@ from ding.worker.learner.hook_base import iterations_done
 
 from .learn_task_data import DataIdRows, data_id_bound, demand_fields
 
+# How often a stop looks whether the learner thread ended (seconds).
+_POLL_S = 0.05
+
 
 class InfoGroup:
     """Several learn infos put into the learn-info queue as one item (``num_batches`` runs, see
@@ -217,6 +220,44 @@ class LearnerRun:
     def task_ended(self, began: float) -> None:
         self.last_task_end = time.perf_counter()
         self.in_tasks_s += self.last_task_end - began
+
+    def stop(self, reason: str, timeout: float) -> bool:
+        """Stop the learner after its current iteration and wait up to ``timeout`` seconds for its thread (not
+        from the thread itself); False if it is still running then."""
+        if self.finished.is_set():
+            return True
+        if not self.reason:
+            self.reason = reason
+        self.ending.set()
+        self.learner.stop()
+        thread = self.thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            self.learner.stop()  # again: a learner that was just starting clears the flag
+            thread.join(_POLL_S)
+        return not thread.is_alive()
+
+    def end_report(self) -> str:
+        """The log line of a run that ended: how it ended, what it sent, where the time of a data round went."""
+        rounds = max(self.learn_infos + self.rejected_batches, 1)
+        rates = ''
+        first, last = self.first_info_clock, self.last_info_clock
+        if first is not None and last is not None and self.learn_infos > 1:
+            wall, cpu, training = (b - a for a, b in zip(first, last))
+            rates = (
+                f'; from the first learn info to the last: {self.learn_infos - 1} iterations in '
+                f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)'
+            )
+        return (
+            f'learner task {self.task_id} ended ({self.reason or "failed: " + str(self.error)}) at '
+            f'iteration {self.learner.train_iter}: {self.learn_infos} learn infos sent, '
+            f'{self.rejected_batches} batches rejected; per data round '
+            f'{1e3 * self.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
+            f'{1e3 * self.between_tasks_s / rounds:.1f} ms between them (coordinator side); '
+            f'{self.starved_s:.2f}s waiting with no batch received{rates}'
+        )
 
     def ended_message(self, what: str) -> str:
         why = self.reason or ('failed: ' + self.error if self.error else 'ended')

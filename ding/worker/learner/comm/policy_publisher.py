@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ding.utils.checkpoint import manifest_path
 from ding.utils.file_transport import save_policy
 
@@ -100,3 +102,18 @@ def write_policy_file(path_policy: str, policy_name: str, model: dict[str, Any],
     os.replace(data, os.path.join(path_policy, os.path.basename(data)))
     manifest = manifest_path(data)
     os.replace(manifest, os.path.join(path_policy, os.path.basename(manifest)))
+
+
+def cpu_snapshot(model: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a model state dict on the CPU, detached: what the learner thread hands to the publisher."""
+    return {k: v.detach().to('cpu', copy=True) if isinstance(v, torch.Tensor) else v for k, v in model.items()}
+
+
+def write_run_policy(run: Any, model: dict[str, Any], policy_iter: int, logger: Any) -> None:
+    """Publisher thread: write a learner run's policy file (``run.path_policy`` / ``run.policy_name``), then
+    set ``run.published``. A failed write is logged: collectors keep their last weights, training goes on."""
+    try:
+        write_policy_file(run.path_policy, run.policy_name, model, policy_iter)
+    except Exception as exc:
+        logger.error(f'learner task {run.task_id}: cannot write the policy to {run.path_policy}: {exc}')
+    run.published.set()
