@@ -261,6 +261,8 @@ class BaseLearner(LearnerState, LearnerConnections):
             self.call_hook('before_run')
             scalar = self._log_buffer['scalar']
             loader = self._dataloader
+            if loader is None:  # setup_dataloader() above builds it
+                raise RuntimeError('BaseLearner.start: the data loader was not built')
             for _ in range(self._cfg.train_iterations):
                 if self._end_flag or self._stop_signal is not None:
                     break

@@ -67,8 +67,15 @@ class LoadCkptHook(LearnerHook):
     ``*.pth.tar`` files (tensors only) through ``ding.utils.checkpoint.load_checkpoint``.
     """
 
-    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, ext_args=ext_args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         path = self._ext_args.get('load_path', '')
         if path is None:
             path = ''
@@ -116,8 +123,15 @@ class SaveCkptHook(LearnerHook):
     nothing is rewritten when a checkpoint of the same iteration was already written this run.
     """
 
-    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, ext_args=ext_args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         self._freq = positive_int(self._ext_args.get('freq', 1), f"learner hook '{self.name}': ext_args.freq")
         keep_n = self._ext_args.get('keep_n', None)
         if keep_n is not None and (isinstance(keep_n, bool) or not isinstance(keep_n, int) or keep_n < 0):

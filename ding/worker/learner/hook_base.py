@@ -37,8 +37,8 @@ class Hook(ABC):
             raise ValueError(f"hook '{name}': priority must be a number >= 0, got {priority!r}")
         if priority < 0:
             raise ValueError(f"hook '{name}': priority must be >= 0 (lower runs first), got {priority!r}")
-        self._name = name
-        self._priority = priority
+        self._name: str = name
+        self._priority: float = priority
         # DI-engine's Hook accepted and ignored extra keyword arguments; keep them for subclasses.
         self._kwargs = kwargs
 
@@ -95,7 +95,7 @@ def iterations_done(engine: Any) -> int:
 
 
 def positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Real) or value != int(value) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
         raise ValueError(f'{what} must be a positive integer, got {value!r}')
     return int(value)
 

@@ -123,6 +123,7 @@ def build_learner_hook_by_cfg(hook_cfg: dict[str, Any]) -> dict[str, list[Learne
     for key, value in hook_cfg.items():
         if key == 'keep_n':
             continue
+        hook: LearnerHook | None
         if isinstance(value, dict):
             hook = _build_full_form(key, value)
         elif key in _SHORT_FORMS:

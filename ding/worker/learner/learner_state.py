@@ -18,6 +18,8 @@ from .learner_monitor import LearnerMonitor
 class LearnerState:
     """The state of a learner (see the module doc); ``cfg`` is its completed ``policy.learn.learner`` config."""
 
+    # The checkpoint a comm learner resumed this learner from (None: none); set by whoever resumes it.
+    resumed_from: str | None = None
     # Set by BaseLearner once its hooks are built (a bad hook config fails before any file is opened).
     _logger: Any
     _log_dir: str

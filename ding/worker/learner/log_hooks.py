@@ -27,8 +27,15 @@ class LogShowHook(LearnerHook):
     ``after_run`` it shows whatever is pending.
     """
 
-    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, ext_args=ext_args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         self._freq = positive_int(self._ext_args.get('freq', 1), f"learner hook '{self.name}': ext_args.freq")
 
     @property
@@ -106,7 +113,7 @@ class LogReduceHook(LearnerHook):
         if not (dist.is_available() and dist.is_initialized()):
             return
         buffers = engine.log_buffer
-        slots = []  # (buffer, key, sub-key or None), in an order every rank agrees on
+        slots: list[tuple[Any, str, Any]] = []  # (buffer, key, sub-key or None), in an order every rank agrees on
         for kind in ('scalar', 'scalars'):
             buf = buffers[kind]
             for k in sorted(buf):

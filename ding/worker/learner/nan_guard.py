@@ -103,7 +103,7 @@ def _check_config(cfg: dict[str, Any], where: str) -> dict[str, Any]:
 CheckBuffers = dict[Any, tuple[torch.Tensor, torch.Tensor]]
 
 
-def grads_finite(grads: Sequence[torch.Tensor], buffers: CheckBuffers | None = None) -> bool:
+def grads_finite(grads: list[torch.Tensor], buffers: CheckBuffers | None = None) -> bool:
     """True when every tensor of ``grads`` is finite, with one fused kernel and one host sync.
 
     The fused check is the one ``torch.amp.GradScaler`` uses (it also multiplies every tensor by the

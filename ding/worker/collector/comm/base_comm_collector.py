@@ -26,7 +26,7 @@ class BaseCommCollector(ABC):
     """Abstract comm collector: subclasses implement the transport (see ``FlaskFileSystemCollector``)."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._cfg: EasyDict = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._end_flag = True
         # the envs (policy, serial collector) of the last collect task, for the next one (see KeptResources)
         self.kept_resources = KeptResources()

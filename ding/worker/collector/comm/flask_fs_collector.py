@@ -21,6 +21,7 @@ import copy
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from easydict import EasyDict
@@ -148,19 +149,19 @@ class FlaskFileSystemCollector(BaseCommCollector):
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
-        cfg = self._cfg
-        size = cfg.queue_size
+        conf = self._cfg
+        size = conf.queue_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f'comm collector {cfg.name}: queue_size must be a positive integer, got {size!r}')
+            raise ValueError(f'comm collector {conf.name}: queue_size must be a positive integer, got {size!r}')
         for key in ('data_wait_second', 'stop_timeout'):
-            value = cfg[key]
+            value = conf[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f'comm collector {cfg.name}: {key} must be a positive number, got {value!r}')
+                raise ValueError(f'comm collector {conf.name}: {key} must be a positive number, got {value!r}')
         self._run: _Run | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of tasks and of the comm collector
         self._watcher = PolicyFileWatcher()
         self._task_count = 0
-        self._host = SlaveHost(cfg, 'comm collector')
+        self._host = SlaveHost(self._cfg, 'comm collector')
         self._logger: Any = None
         self._closed = False
 
@@ -169,7 +170,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         """Start the slave (returns once it listens); collection starts with a start task. When the slave
         cannot start (e.g. the port is taken) the log is closed and the error raised."""
         self._logger = self._host.open_log()
-        callbacks = {
+        callbacks: dict[str, Callable[..., Any]] = {
             'deal_with_resource': self.deal_with_resource,
             'deal_with_collector_start': self.deal_with_collector_start,
             'deal_with_collector_data': self.deal_with_collector_data,

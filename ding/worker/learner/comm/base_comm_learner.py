@@ -48,7 +48,7 @@ class BaseCommLearner(ABC):
     """
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._cfg: EasyDict = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._active_flag = False
         self._observers: list[LearnerObserver] = []
 
@@ -128,7 +128,7 @@ class BaseCommLearner(ABC):
             learner_cfg.train_iterations = int(max_iterations)
 
         policy = create_policy(EasyDict(copy.deepcopy(dict(policy_cfg))), enable_field=['learn'])
-        learn_mode = policy.learn_mode
+        learn_mode: Any = policy.learn_mode
         try:
             learn_mode.get_attribute('batch_size')
         except AttributeError:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class BatchLoader:
         else:
             rows, kept = located
 
-        batch = None
+        batch: Any = None
         if gathered is not None:
             meta = metadata_columns(columns, kept)
             if meta is not None:
@@ -103,7 +104,8 @@ class BatchLoader:
         if meta is None or not self._load_files(run, files):
             return batches
         try:
-            gathered = run.reader.gather_indexed(files, which, indices)
+            # indices: an integer array, which gather_indexed indexes with like a sequence of ints
+            gathered = run.reader.gather_indexed(files, which, cast(Sequence[int], indices))
         except Exception:  # e.g. an index beyond its file
             return batches
         if gathered is None:
@@ -187,10 +189,11 @@ class BatchLoader:
         # Only files that are not cached yet go to the read pool (disk reads overlap); a cached file is a
         # dictionary lookup, cheaper done here than handed to another thread.
         reader = run.reader
-        uncached = [name for name in groups if not reader.cached(name)] if self._pool is not None else []
+        pool = self._pool
+        uncached = [name for name in groups if not reader.cached(name)] if pool is not None else []
         futures = (
-            {name: self._pool.submit(self._check_group, run, name, *groups[name]) for name in uncached}
-            if len(uncached) > 1
+            {name: pool.submit(self._check_group, run, name, *groups[name]) for name in uncached}
+            if pool is not None and len(uncached) > 1
             else {}
         )
         results = [
@@ -226,10 +229,13 @@ class BatchLoader:
         """The batch as a list of sample dicts (files that ``gather`` cannot collate), each with its metadata
         fields of ``META_TO_SAMPLE``; and how many samples could not be read."""
         meta = [(key, columns[key]) for key in META_TO_SAMPLE if columns.get(key) is not None]
-        batch, failed = [], 0
+        batch: list[dict[str, Any]] = []
+        failed = 0
         for (name, index), i in zip(rows, range(len(rows)) if positions is None else positions):
             try:  # a new dict: the fields may be added
                 sample = run.reader.read_file_samples(name, [index])[0]
+                if sample is None:  # the file changed since it was checked
+                    raise IndexError(f'index {index} is beyond the samples of the file')
             except Exception as exc:  # evicted from the cache since, and gone or damaged on disk
                 failed += 1
                 self._logger.warning(f"learner task {run.task_id}: sample '{name}#{index}' skipped: {exc}")

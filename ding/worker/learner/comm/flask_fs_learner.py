@@ -17,6 +17,7 @@ import copy
 import functools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -93,12 +94,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
-        cfg = self._cfg
-        check_comm_config(cfg)
-        self._send_policy_freq = int(cfg.send_policy_freq)
+        check_comm_config(self._cfg)
+        self._send_policy_freq = int(self._cfg.send_policy_freq)
         self._run: LearnerRun | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of learner tasks and of the comm learner
-        self._host = SlaveHost(cfg, 'comm learner')
+        self._host = SlaveHost(self._cfg, 'comm learner')
         self._pool: ThreadPoolExecutor | None = None
         self._publisher: PolicyPublisher | None = None
         self._exchange: LearnTaskExchange | None = None
@@ -117,7 +117,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         self._publisher = PolicyPublisher(write, f'ding-{cfg.name}-publish', float(cfg.send_policy_min_interval))
         self._loader = self.batch_loader_cls(self._pool, self._logger)
         self._exchange = LearnTaskExchange(self._loader, self._logger, cfg.stop_timeout)
-        callbacks = {
+        callbacks: dict[str, Callable[..., Any]] = {
             'deal_with_resource': self.deal_with_resource,
             'deal_with_learner_start': self.deal_with_learner_start,
             'deal_with_get_data': self.deal_with_get_data,
@@ -229,6 +229,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def deal_with_resource(self) -> dict[str, int]:
         return {'cpu': os.cpu_count() or 1, 'gpu': torch.cuda.device_count() if torch.cuda.is_available() else 0}
 
+    def _live_exchange(self) -> LearnTaskExchange:
+        if self._exchange is None:
+            raise TaskFail(message=f'comm learner {self._cfg.name} is not serving (start() it first)')
+        return self._exchange
+
     def _active_run(self, what: str, task_info: dict[str, Any]) -> LearnerRun:
         run = self._run
         if run is None:
@@ -257,7 +262,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                         message=f'learner_start_task {task_id}: the previous learner task '
                         f'{old.task_id} did not stop within {self._cfg.stop_timeout}s'
                     )
-            self._exchange.drain()
+            self._live_exchange().drain()
             try:
                 run = self._prepare_run(task_info)
             except TaskFail:
@@ -267,7 +272,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 raise TaskFail(
                     message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}'
                 ) from exc
-            self._run = self._exchange.run = run
+            self._run = self._live_exchange().run = run
             run.thread = threading.Thread(
                 target=self._learner_loop, args=(run,), daemon=True, name=f'ding-{self._cfg.name}-learner'
             )
@@ -319,7 +324,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 run.error = f'{type(exc).__name__}: {exc}'
                 self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: {run.error}')
         finally:
-            self._exchange.flush_infos(run)  # infos grouped when the run stopped early: to a learn task waiting
+            self._live_exchange().flush_infos(run)  # infos grouped when the run stopped early: to a learn task waiting
             run.ending.set()
             if run.error is None and run.publish_skipped:
                 # weights skipped for the publisher's interval (SendPolicyHook): the run's last ones go out
@@ -332,7 +337,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             except Exception as exc:
                 self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
             # The run's last weights are on disk before anyone is told it ended.
-            if not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
+            if self._publisher is not None and not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
                 self._logger.error(
                     f'learner task {run.task_id}: the last policy file was not written within {self._cfg.stop_timeout}s'
                 )
@@ -348,7 +353,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def deal_with_get_data(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Answer a get-data task with the learner's data demand (waits until the learner asks)."""
         run = self._active_run('learner_get_data_task', task_info)
-        return self._exchange.answer_get_data(run)
+        return self._live_exchange().answer_get_data(run)
 
     def deal_with_learner_learn(self, task_info: dict[str, Any], data: Any) -> dict[str, Any]:
         """Hand the batch's metadata to the learner and answer with the learn info of the iteration it trained."""
@@ -361,7 +366,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     observer.tune(tune)
                 except Exception as exc:  # a bad tune must not fail the learn task
                     self._logger.warning(f'learner task {run.task_id}: tune {tune} not applied: {exc}')
-        return self._exchange.answer_learn(run, data)
+        return self._live_exchange().answer_learn(run, data)
 
     def deal_with_learner_close(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Stop the running learner task (the comm learner stays up for the next start task)."""
