@@ -35,7 +35,7 @@ from .learn_task_exchange import POLL_S, LearnTaskExchange
 from .learner_run import LearnerRun
 from .learner_slave import LearnerSlave
 from .policy_publisher import PolicyPublisher, cpu_snapshot, write_run_policy
-from .task_setup import TaskSettings, apply_resume, check_comm_config
+from .task_setup import TaskSettings, check_comm_config
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
 
 
@@ -296,19 +296,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
     def _prepare_run(self, task_info: dict[str, Any]) -> LearnerRun:
         settings = TaskSettings.of(self._cfg, task_info)
         self._send_policy_freq = settings.send_policy_freq
-        learner = self._create_learner(task_info)
-        run = LearnerRun(
-            task_info['task_id'],
-            learner,
-            settings.policy_name,
-            settings.path_policy,
-            settings.path_data,
-            settings.max_staleness,
-            settings.comm_batches,
-            task_info['policy'],
-        )
-        apply_resume(run, task_info, self._logger)
-        return run
+        return settings.new_run(task_info, self._create_learner(task_info), self._logger)
 
     def _learner_loop(self, run: LearnerRun) -> None:
         learner = run.learner

@@ -67,6 +67,21 @@ class TaskSettings:
             comm_batches=check_positive_int(comm_batches, "learner config 'comm_batches'"),
         )
 
+    def new_run(self, task_info: dict[str, Any], learner: Any, logger: Any) -> LearnerRun:
+        """The run of the start task ``task_info`` with its ``learner`` (resumed: see ``apply_resume``)."""
+        run = LearnerRun(
+            task_info['task_id'],
+            learner,
+            self.policy_name,
+            self.path_policy,
+            self.path_data,
+            self.max_staleness,
+            self.comm_batches,
+            task_info['policy'],
+        )
+        apply_resume(run, task_info, logger)
+        return run
+
 
 def apply_resume(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
     """A resumed task (``task_info['resume']``): a learner that found no checkpoint of this run continues from
