@@ -123,7 +123,7 @@ class BatchLoader:
             else:
                 for name in uncached:
                     reader.num_samples(name)
-        except Exception:  # unreadable, or not a sample file: _load_batch logs and counts it
+        except Exception:  # unreadable, or not a sample file: load_batch logs and counts it
             return False
         return True
 

@@ -22,7 +22,7 @@ _POLL_S = 0.05
 
 class InfoGroup:
     """Several learn infos put into the learn-info queue as one item (``num_batches`` runs, see
-    ``FlaskFileSystemLearner._hand_over_info``): one hand-over between the learner thread and the learn
+    ``LearnTaskExchange.hand_over_info``): one hand-over between the learner thread and the learn
     task's thread per group instead of one per iteration."""
 
     __slots__ = ('items',)
@@ -32,8 +32,8 @@ class InfoGroup:
 
 
 class Prepared:
-    """A batch built ahead, with the rest of its learn task (``FlaskFileSystemLearner._load_group``): what
-    ``_load_batch`` returns for it."""
+    """A batch built ahead, with the rest of its learn task (``BatchLoader.load_group``): what
+    ``BatchLoader.load_batch`` returns for it."""
 
     __slots__ = ('loaded',)
 
