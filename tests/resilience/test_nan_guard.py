@@ -201,6 +201,11 @@ def test_grads_finite_checks_nan_and_inf():
     assert not grads_finite(grads)
     grads[1][2] = float('nan')
     assert not grads_finite(grads)
+    # Huge but finite float32 / float16 values: their norm would overflow in their own precision.
+    assert grads_finite([torch.full((1000,), 3e38), torch.full((10,), 6e4, dtype=torch.float16)])
+    assert grads_finite([torch.ones(4).to_sparse()]) and not grads_finite(
+        [torch.tensor([1.0, float('nan')]).to_sparse()]
+    )
 
 
 def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):

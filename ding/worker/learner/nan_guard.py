@@ -99,36 +99,18 @@ def _check_config(cfg: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-# device -> (found-non-finite flag, a scale of exactly 1.0): the fused check's two 1-element tensors.
-CheckBuffers = dict[Any, tuple[torch.Tensor, torch.Tensor]]
+def grads_finite(grads: list[torch.Tensor]) -> bool:
+    """True when every tensor of ``grads`` is finite: one fused norm kernel per device and one host sync.
 
-
-def grads_finite(grads: list[torch.Tensor], buffers: CheckBuffers | None = None) -> bool:
-    """True when every tensor of ``grads`` is finite, with one fused kernel and one host sync.
-
-    The fused check is the one ``torch.amp.GradScaler`` uses (it also multiplies every tensor by the
-    scale, here exactly 1.0, which leaves the values bit-identical). Gradients it cannot take (sparse
-    ones, several devices) go through norms instead. ``buffers`` lets a caller reuse the flag tensors.
+    A norm is finite exactly when every value is; the norms are taken in float64, so the finite values of
+    float32 / float16 gradients never overflow into a false alarm. Gradients the fused kernel cannot take
+    (sparse ones) are checked one by one.
     """
     if not grads:
         return True
     device = grads[0].device
-    pair = buffers.get(device) if buffers is not None else None
-    if pair is None:
-        pair = (torch.zeros(1, device=device), torch.ones(1, device=device))
-        if buffers is not None:
-            buffers[device] = pair
-    found, one = pair
     try:
-        with torch.no_grad():
-            found.zero_()
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
-        return not found.item()
-    except (RuntimeError, TypeError, NotImplementedError, AttributeError):
-        pass
-    try:
-        # Norms are >= 0, so their sum is finite exactly when each of them is (float32 overflow aside).
-        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)  # noqa: SLF001 - torch._foreach_* are allowed
+        norms = torch._foreach_norm(grads, 2, dtype=torch.float64)  # noqa: SLF001 - torch._foreach_* are allowed
         return math.isfinite(torch.stack([n.to(device) for n in norms]).sum().item())
     except (RuntimeError, TypeError, NotImplementedError):
         return all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in grads)
@@ -253,11 +235,10 @@ class NanGuard:
     def _wrap(self, name: str, opt: torch.optim.Optimizer) -> None:
         original = opt.step  # a bound method (or a wrapper someone else installed)
         guard = self
-        check_buffers: CheckBuffers = {}
 
         def guarded_step(*args: Any, **kwargs: Any) -> Any:
             grads = [p.grad for group in opt.param_groups for p in group['params'] if p.grad is not None]
-            if grads_finite(grads, check_buffers):
+            if grads_finite(grads):
                 guard.consecutive_bad = 0
                 guard.rollbacks_since_good = 0
                 return original(*args, **kwargs)
