@@ -31,6 +31,7 @@ from numbers import Real
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
 
@@ -185,8 +186,8 @@ class NanGuard:
         self.rollbacks_since_good = 0
         self.last_rollback_path: str | None = None
         self._engine: Any = None
-        # (name, optimizer, the step it had before wrapping)
-        self._wrapped: list[tuple[str, torch.optim.Optimizer, Callable]] = []
+        # (name, optimizer, the handle of the step pre-hook that guards it)
+        self._guarded: list[tuple[str, torch.optim.Optimizer, RemovableHandle]] = []
         self._skipped_this_iter = 0
         self._rollbacks_this_iter = 0
         self._rollback_pending = False
@@ -201,10 +202,13 @@ class NanGuard:
     # ---- attaching --------------------------------------------------------------------------------
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [opt for _, opt, _ in self._wrapped]
+        return [opt for _, opt, _ in self._guarded]
 
     def attach(self, engine: Any) -> None:
-        """Wrap ``step()`` of every optimizer the learner's policy holds (idempotent)."""
+        """Guard ``step()`` of every optimizer the learner's policy holds (idempotent): a step pre-hook checks
+        the gradients and, when one is not finite, drops them all (``zero_grad(set_to_none=True)``), so the
+        step that follows changes no parameter (optimizers skip parameters without a gradient). The
+        gradients of a step given a closure are the closure's, which the hook does not see."""
         self._engine = engine
         if hasattr(engine, 'nan_guard'):
             engine.nan_guard = self
@@ -221,41 +225,36 @@ class NanGuard:
                 found.append((name, opt))
         # A policy may have rebuilt its optimizer (e.g. in load_state_dict): forget the stale ones.
         current = {id(opt) for _, opt in found}
-        self._wrapped = [w for w in self._wrapped if id(w[1]) in current]
+        for _, opt, handle in self._guarded:
+            if id(opt) not in current:
+                handle.remove()
+        self._guarded = [g for g in self._guarded if id(g[1]) in current]
+        guarded = {id(opt) for _, opt, _ in self._guarded}
         for name, opt in found:
-            if getattr(opt.step, 'nan_guard', None) is self:
-                continue
-            self._wrap(name, opt)
+            if id(opt) not in guarded:
+                self._guard(name, opt)
         if not found:
             engine.info(
                 f'nan_guard: no optimizer found on the policy (looked for attributes '
                 f'{list(self.optimizer_names)}); the guard is inactive'
             )
 
-    def _wrap(self, name: str, opt: torch.optim.Optimizer) -> None:
-        original = opt.step  # a bound method (or a wrapper someone else installed)
-        guard = self
-
-        def guarded_step(*args: Any, **kwargs: Any) -> Any:
-            grads = [p.grad for group in opt.param_groups for p in group['params'] if p.grad is not None]
+    def _guard(self, name: str, opt: torch.optim.Optimizer) -> None:
+        def check_gradients(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            grads = [p.grad for group in optimizer.param_groups for p in group['params'] if p.grad is not None]
             if grads_finite(grads):
-                guard.consecutive_bad = 0
-                guard.rollbacks_since_good = 0
-                return original(*args, **kwargs)
-            guard._on_bad_step(name, opt)
-            return None
+                self.consecutive_bad = 0
+                self.rollbacks_since_good = 0
+            else:
+                self._on_bad_step(name, optimizer)  # drops the gradients: the step changes nothing
 
-        guarded_step.nan_guard = self  # type: ignore[attr-defined]  # marks the wrapper as this guard's
-        # An instance attribute shadows Optimizer.step for this object only.
-        opt.step = guarded_step  # type: ignore[method-assign]
-        self._wrapped.append((name, opt, original))
+        self._guarded.append((name, opt, opt.register_step_pre_hook(check_gradients)))
 
     def detach(self) -> None:
-        """Give every wrapped optimizer its original ``step`` back."""
-        for _, opt, original in self._wrapped:
-            if getattr(opt.step, 'nan_guard', None) is self:
-                opt.step = original  # type: ignore[method-assign]
-        self._wrapped = []
+        """Remove the guard from every optimizer it guards."""
+        for _, _, handle in self._guarded:
+            handle.remove()
+        self._guarded = []
 
     # ---- events -----------------------------------------------------------------------------------
     def _on_bad_step(self, name: str, opt: torch.optim.Optimizer) -> None:
