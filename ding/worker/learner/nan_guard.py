@@ -1,10 +1,11 @@
 """NaN guard: keep one bad batch from destroying a training run.
 
-The guard wraps the ``step()`` of the policy's optimizer(s). Before each step it checks that every
-gradient is finite (one fused kernel over all gradients and a single host sync). A NaN or infinite
-loss gives non-finite gradients too, so the loss needs no separate check. On a bad step it
+The guard registers a step pre-hook on the policy's optimizer(s) (``Optimizer.register_step_pre_hook``).
+Before each step it checks that every gradient is finite (one fused norm kernel over all gradients and a
+single host sync). A NaN or infinite loss gives non-finite gradients too, so the loss needs no separate
+check. On a bad step it
 
-1. zeroes the gradients and skips the update (the parameters stay as they were),
+1. drops the gradients, so the step updates nothing (the parameters stay as they were),
 2. multiplies the learning rate of every param group by ``lr_cut_factor``,
 3. counts the event, logs it and reports it (learner log buffer, tensorboard, metrics).
 
@@ -26,8 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from numbers import Real
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -37,32 +37,19 @@ from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load
 
 from .checkpoint_hooks import checkpoint_dir
 from .hook_base import LearnerHook, iterations_done, register_learner_hook
-
-# Attribute names (``policy.get_attribute(name)``, i.e. ``policy._name``) that may hold optimizers:
-# DI-engine's single-optimizer policies use 'optimizer'; actor-critic ones split it.
-DEFAULT_OPTIMIZER_NAMES = (
-    'optimizer',
-    'optimizer_actor',
-    'optimizer_critic',
-    'optimizer_q',
-    'optimizer_policy',
-    'optimizer_value',
-    'alpha_optim',
+from .nan_guard_settings import (
+    DEFAULT_OPTIMIZER_NAMES,
+    EVENT_KINDS,
+    NAN_GUARD_DEFAULTS,
+    ROLLBACK,
+    ROLLBACK_FAILED,
+    SKIPPED_STEP,
+    NanGuardListener,
+    add_nan_guard_listener,
+    check_nan_guard_config,
+    publish_event,
+    remove_nan_guard_listener,
 )
-
-NAN_GUARD_DEFAULTS = dict(
-    enable=True,
-    lr_cut_factor=0.5,
-    max_consecutive_bad=3,
-    rollback=True,
-    max_rollbacks=3,
-)
-
-# Event kinds, as counted in ``NanGuard.events`` and reported to the metrics module.
-SKIPPED_STEP = 'skipped_step'
-ROLLBACK = 'rollback'
-ROLLBACK_FAILED = 'rollback_failed'
-EVENT_KINDS = (SKIPPED_STEP, ROLLBACK, ROLLBACK_FAILED)
 
 # Names of the per-iteration values put in the learner's scalar log buffer.
 LOG_SKIPPED = 'nan_guard_skipped_steps'
@@ -73,31 +60,6 @@ _LOG = logging.getLogger('ding.nan_guard')
 
 class NanGuardError(RuntimeError):
     """Training keeps producing non-finite gradients even after rolling back; stopping is the only safe move."""
-
-
-def _check_config(cfg: dict[str, Any], where: str) -> dict[str, Any]:
-    unknown = sorted(set(cfg) - set(NAN_GUARD_DEFAULTS) - {'optimizer_names', 'cfg_type'})
-    if unknown:
-        raise ValueError(f'{where}: unknown key(s) {unknown}; valid keys: {sorted(NAN_GUARD_DEFAULTS)}')
-    out = dict(NAN_GUARD_DEFAULTS)
-    out.update({k: v for k, v in cfg.items() if k != 'cfg_type'})
-    if not isinstance(out['enable'], bool):
-        raise ValueError(f'{where}.enable must be True or False, got {out["enable"]!r}')
-    if not isinstance(out['rollback'], bool):
-        raise ValueError(f'{where}.rollback must be True or False, got {out["rollback"]!r}')
-    factor = out['lr_cut_factor']
-    if isinstance(factor, bool) or not isinstance(factor, Real) or not (0 < factor <= 1):
-        raise ValueError(f'{where}.lr_cut_factor must be a number in (0, 1], got {factor!r}')
-    for key, low in (('max_consecutive_bad', 1), ('max_rollbacks', 0)):
-        v = out[key]
-        if isinstance(v, bool) or not isinstance(v, Real) or v != int(v) or v < low:
-            raise ValueError(f'{where}.{key} must be an integer >= {low}, got {v!r}')
-        out[key] = int(v)
-    names = out.get('optimizer_names', DEFAULT_OPTIMIZER_NAMES)
-    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f'{where}.optimizer_names must be a list of attribute names, got {names!r}')
-    out['optimizer_names'] = tuple(names)
-    return out
 
 
 def grads_finite(grads: list[torch.Tensor]) -> bool:
@@ -129,32 +91,6 @@ def _all_finite(state: Any) -> bool:
     return True
 
 
-# Called with (kind, n) for every event of every guard: how the run service counts them as metrics
-# (``nan_guard_events_total{kind}``) without the learner importing it.
-NanGuardListener = Callable[[str, int], None]
-_LISTENERS: list[NanGuardListener] = []
-
-
-def add_nan_guard_listener(listener: NanGuardListener) -> None:
-    """Report every NaN-guard event to ``listener(kind, n)`` (added once however often this is called)."""
-    if listener not in _LISTENERS:
-        _LISTENERS.append(listener)
-
-
-def remove_nan_guard_listener(listener: NanGuardListener) -> None:
-    """Stop reporting to ``listener`` (nothing happens when it was not added)."""
-    if listener in _LISTENERS:
-        _LISTENERS.remove(listener)
-
-
-def _publish(kind: str, n: int = 1) -> None:
-    for listener in list(_LISTENERS):
-        try:
-            listener(kind, n)
-        except Exception as exc:  # metrics must never break training
-            _LOG.debug('nan_guard: event listener %r failed: %r', listener, exc)
-
-
 class NanGuard:
     """The guard's state and logic; hooks and ``install_nan_guard`` attach it to a learner."""
 
@@ -166,7 +102,7 @@ class NanGuard:
         max_rollbacks: int = 3,
         optimizer_names: Sequence[str] = DEFAULT_OPTIMIZER_NAMES,
     ) -> None:
-        cfg = _check_config(
+        cfg = check_nan_guard_config(
             dict(
                 lr_cut_factor=lr_cut_factor,
                 max_consecutive_bad=max_consecutive_bad,
@@ -194,7 +130,7 @@ class NanGuard:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], where: str = 'nan_guard') -> NanGuard:
-        c = _check_config(dict(cfg), where)
+        c = check_nan_guard_config(dict(cfg), where)
         return cls(
             c['lr_cut_factor'], c['max_consecutive_bad'], c['rollback'], c['max_rollbacks'], c['optimizer_names']
         )
@@ -266,7 +202,7 @@ class NanGuard:
         self.consecutive_bad += 1
         self._skipped_this_iter += 1
         self.events[SKIPPED_STEP] += 1
-        _publish(SKIPPED_STEP)
+        publish_event(SKIPPED_STEP)
         engine = self._engine
         it = engine.last_iter.val if engine is not None else -1
         msg = (
@@ -341,7 +277,7 @@ class NanGuard:
             state = None
         if state is None:
             self.events[ROLLBACK_FAILED] += 1
-            _publish(ROLLBACK_FAILED)
+            publish_event(ROLLBACK_FAILED)
             self._warn(
                 f'nan_guard: no usable checkpoint in {directory} to roll back to; going on with the current '
                 f'(finite) parameters and the reduced learning rate'
@@ -367,7 +303,7 @@ class NanGuard:
         self._rollbacks_this_iter += 1
         self.last_rollback_path = path
         self.events[ROLLBACK] += 1
-        _publish(ROLLBACK)
+        publish_event(ROLLBACK)
         self._warn(
             f'nan_guard: rolled back to {path} (iteration {old_iter} -> {iterations_done(engine)}) after '
             f'{self.max_consecutive_bad} consecutive bad steps; rollback {self.events[ROLLBACK]} in total'
@@ -400,7 +336,7 @@ class NanGuardHook(LearnerHook):
                 f'after_iter part), got position {position!r}'
             )
         where = f"learner hook '{name}': ext_args"
-        self.enabled = _check_config(dict(self._ext_args), where)['enable']
+        self.enabled = check_nan_guard_config(dict(self._ext_args), where)['enable']
         self.guard = NanGuard.from_config(dict(self._ext_args), where=where)
         self.report_hook = _NanGuardReportHook(self)
 
@@ -431,7 +367,7 @@ def build_nan_guard_hook(
         return None
     if not isinstance(cfg, dict):
         raise ValueError(f'{where} must be a dict, got {cfg!r}')
-    checked = _check_config(dict(cfg), where)
+    checked = check_nan_guard_config(dict(cfg), where)
     if not checked.pop('enable'):
         return None
     return NanGuardHook('nan_guard', 15, position='before_run', ext_args=checked)
