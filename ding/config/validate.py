@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ding.utils.registry import LEARNER_HOOK_REGISTRY
+
 from .bounds import ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS, TYPED_SECTIONS
 from .errors import ConfigError
 from .interval import Interval
@@ -46,6 +48,41 @@ def validate_config(cfg: Mapping, defaults: Mapping | None = None, allow_unknown
 
 _UNKNOWN = ': unknown key '
 
+# Where a learner runs its hooks (``ding.worker.learner`` uses these), and the section of a config whose dict
+# values are full-form hooks ``{type, position, name?, priority?, ext_args?}`` (docs/hooks.md).
+LEARNER_HOOK_POSITIONS = ('before_run', 'after_run', 'before_iter', 'after_iter')
+LEARNER_HOOK_SECTION = 'policy.learn.learner.hook'
+FULL_FORM_HOOK_FIELDS = ('name', 'type', 'position', 'priority', 'ext_args')
+
+
+def full_form_hook_problems(value: Mapping) -> list[str]:
+    """What is wrong with a full-form learner hook config (empty when nothing): unknown or missing fields, a
+    ``type`` no learner hook is registered as, a ``position`` the learner does not have, a bad ``priority``
+    or ``ext_args``. The learner raises these when it builds the hook, ``compile_config`` reports them."""
+    problems = []
+    unknown = sorted(str(k) for k in set(value) - set(FULL_FORM_HOOK_FIELDS))
+    if unknown:
+        problems.append(f'unknown field(s) {unknown}; allowed: {sorted(FULL_FORM_HOOK_FIELDS)}')
+    missing = [f for f in ('type', 'position') if value.get(f) is None]
+    if missing:
+        problems.append(f'missing field(s) {missing}')
+    hook_type = value.get('type')
+    if hook_type is not None:
+        try:
+            LEARNER_HOOK_REGISTRY.get_cls(hook_type)
+        except KeyError as exc:
+            problems.append(str(exc.args[0]))
+    position = value.get('position')
+    if position is not None and position not in LEARNER_HOOK_POSITIONS:
+        problems.append(f'unknown position {position!r}; valid positions are {list(LEARNER_HOOK_POSITIONS)}')
+    priority = value.get('priority')
+    if priority is not None and (isinstance(priority, bool) or not _is_number(priority) or not priority >= 0):
+        problems.append(f'priority must be a number >= 0 (lower runs first), got {priority!r}')
+    ext_args = value.get('ext_args')
+    if ext_args is not None and not isinstance(ext_args, Mapping):
+        problems.append(f'ext_args must be a dict, got {ext_args!r}')
+    return problems
+
 
 # ---- unknown keys and types ------------------------------------------------------------------------
 def _check_keys_and_types(
@@ -59,6 +96,9 @@ def _check_keys_and_types(
     for key, value in user.items():
         key_path = _join(path, str(key))
         if key in ALWAYS_KNOWN:
+            continue
+        if path == LEARNER_HOOK_SECTION and isinstance(value, Mapping):
+            problems.extend(f'{key_path}: {problem}' for problem in full_form_hook_problems(value))
             continue
         if key not in default:
             # An empty default section tells us nothing about its keys, so it cannot be strict.

@@ -173,6 +173,13 @@ def run_worker(
     comm = None
     try:
         comm = create_comm(role, wcfg)
+        if role == 'learner' and hasattr(comm, 'add_learner_observer'):
+            # The run service attaches from here: ding.worker does not import ding.service.
+            from ding.service.comm_learner import (
+                attach_comm_learner_service,  # deferred: imports torch, set up above after the thread limits
+            )
+
+            attach_comm_learner_service(comm)
         comm.start()
         port = _bound_port(comm, wcfg.port)
         if ready_file:

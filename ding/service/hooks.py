@@ -28,6 +28,7 @@ from time import perf_counter
 from typing import Any
 
 from ding.worker.learner.learner_hook import LearnerHook, SaveCkptHook, iterations_done
+from ding.worker.learner.nan_guard import add_nan_guard_listener
 
 from . import check_service_config
 from .json_log import JsonEventLog, events_path
@@ -252,9 +253,10 @@ class ServiceRuntime:
                 events_path(exp_name), self.run_id, instance, config_hash, iteration_fn=lambda: self.control.iteration
             )
         if self.cfg.enable:
-            from .metrics import ServiceMetrics
+            from .metrics import ServiceMetrics, inc_nan_guard_event
 
             self.metrics = ServiceMetrics(self.run_id, exp_name, instance, config_hash).activate()
+            add_nan_guard_listener(inc_nan_guard_event)  # the guard's events count into the active run
             self.control.heartbeat_listeners.append(self.metrics.beat)  # keeps beating while paused
             if serve_weights:
                 from .weights import WeightsStore

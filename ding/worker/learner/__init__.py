@@ -1,6 +1,6 @@
 """The learner: ``BaseLearner`` and its hooks."""
 
-from .base_learner import BaseLearner, LearnerMonitor, create_learner
+from .base_learner import BaseLearner, create_learner
 from .learner_hook import (
     Hook,
     LearnerHook,
@@ -14,6 +14,7 @@ from .learner_hook import (
     register_learner_hook,
     show_hooks,
 )
+from .learner_monitor import LearnerMonitor
 from .nan_guard import NanGuard, NanGuardError, NanGuardHook, install_nan_guard
 
 __all__ = [

@@ -1,86 +1,42 @@
 """``BaseLearner``: runs the policy's learn-mode update and the hooks around it.
 
 Serial use: ``learner.train(batch, envstep)`` once per update (plus ``call_hook('before_run')`` /
-``call_hook('after_run')`` around the whole run). Parallel use: set ``learner.get_data`` and call
-``start()``, which pulls batches from an ``AsyncDataLoader`` for ``train_iterations`` iterations.
+``call_hook('after_run')`` around the whole run). Parallel use: give the learner its data source and
+weight / learn-info sinks (constructor arguments or ``connect``) and call ``start()``, which pulls
+batches from an ``AsyncDataLoader`` for ``train_iterations`` iterations.
 """
 
 from __future__ import annotations
 
 import copy
 import signal
-import threading
 import traceback
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
 import torch.distributed as dist
 from easydict import EasyDict
 
-from ding.utils.default_helper import CountVar, LogDict
+from ding.config.merge import deep_merge_dicts
+from ding.utils.data_loader import AsyncDataLoader
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
 
-from .learner_hook import (
-    POSITIONS,
-    LearnerHook,
-    add_learner_hook,
-    build_learner_hook_by_cfg,
-    iterations_done,
-    merge_hooks,
-    write_checkpoint,
-)
+from .checkpoint_hooks import write_checkpoint
+from .hook_base import LearnerHook, add_learner_hook, iterations_done, merge_hooks
+from .learner_connections import DataSource, LearnerConnections, LearnInfoSink, PolicySink
+from .learner_hook import build_learner_hook_by_cfg
+from .learner_monitor import LearnerMonitor
+from .learner_state import LearnerState
+from .log_routing import priority_info_of, route_log_vars
 from .nan_guard import build_nan_guard_hook
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from .stop_signals import install_stop_handlers, restore_handlers
 
 
 def _identity(batch: Any) -> Any:
     """Collate function for the data loader: the policy collates a list of samples itself."""
     return batch
-
-
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    for k, v in override.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _deep_merge(base[k], v)
-        else:
-            base[k] = copy.deepcopy(v)
-    return base
-
-
-class LearnerMonitor:
-    """Per-key running sums of the scalar log values since the last log show."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-        self.iters = 0
-        self.since = perf_counter()
-
-    def update(self, scalars: dict[str, Any]) -> None:
-        """Add one iteration's scalar values (non-numbers are skipped)."""
-        sums, counts = self.sums, self.counts
-        for k, v in scalars.items():
-            if v.__class__ is float or v.__class__ is int:  # the common case, without isinstance chains
-                sums[k] = sums.get(k, 0.0) + v
-                counts[k] = counts.get(k, 0) + 1
-        self.iters += 1
-
-    def avg(self, key: str) -> float:
-        """Mean of ``key`` since the last ``clear()``; KeyError when it was never reported."""
-        return self.sums[key] / self.counts[key]
-
-    def averages(self, keys: list[str] | None = None) -> dict[str, float]:
-        keys = list(self.sums) if keys is None else keys
-        return {k: self.sums[k] / self.counts[k] for k in keys if self.counts.get(k)}
-
-    def clear(self, since: float | None = None) -> None:
-        """Start a new window (at ``since``, a ``perf_counter()`` value, default now)."""
-        self.sums.clear()
-        self.counts.clear()
-        self.iters = 0
-        self.since = perf_counter() if since is None else since
 
 
 def _dist_info() -> tuple[int, int]:
@@ -90,7 +46,7 @@ def _dist_info() -> tuple[int, int]:
 
 
 @LEARNER_REGISTRY.register('base')
-class BaseLearner:
+class BaseLearner(LearnerState, LearnerConnections):
     """Runs ``policy.forward(data)`` once per ``train`` call, with hooks, logging and checkpoints.
 
     ``cfg`` is the ``policy.learn.learner`` section; missing keys take ``config``'s defaults.
@@ -129,33 +85,32 @@ class BaseLearner:
         dist_info: tuple[int, int] | None = None,
         exp_name: str = 'default_experiment',
         instance_name: str = 'learner',
+        data_source: DataSource | None = None,
+        policy_sink: PolicySink | None = None,
+        learn_info_sink: LearnInfoSink | None = None,
+        publish_due: Callable[[], bool] | None = None,
     ) -> None:
         if cfg is not None and not isinstance(cfg, dict):
             raise TypeError(
                 f'BaseLearner: cfg must be a dict (the policy.learn.learner section), got {type(cfg).__name__}'
             )
-        self._cfg = EasyDict(_deep_merge(dict(copy.deepcopy(self.config)), dict(cfg or {})))
-        iters = self._cfg.train_iterations
+        full_cfg = deep_merge_dicts(self.config, cfg)
+        iters = full_cfg.train_iterations
         if isinstance(iters, bool) or not isinstance(iters, (int, float)) or iters < 0 or iters != int(iters):
             raise ValueError(f"learner config 'train_iterations' must be an int >= 0, got {iters!r}")
-        self._cfg.train_iterations = int(iters)
-        self._exp_name = exp_name
-        self._instance_name = instance_name
+        full_cfg.train_iterations = int(iters)
         if dist_info is None:
-            self._rank, self._world_size = _dist_info()
+            rank, world_size = _dist_info()
         else:
             try:
-                self._rank, self._world_size = (int(x) for x in dist_info)
+                rank, world_size = (int(x) for x in dist_info)
             except (TypeError, ValueError):
                 raise ValueError(f'BaseLearner: dist_info must be (rank, world_size), got {dist_info!r}') from None
-        if self._world_size > 1 and not self._cfg.hook.get('log_reduce_after_iter'):
-            self._cfg.hook.log_reduce_after_iter = True
+        if world_size > 1 and not full_cfg.hook.get('log_reduce_after_iter'):
+            full_cfg.hook.log_reduce_after_iter = True
+        super().__init__(full_cfg, exp_name, instance_name, rank, world_size)
 
         # Hooks first: a bad hook config fails before any file is opened.
-        self._hooks: dict[str, list[LearnerHook]] = {p: [] for p in POSITIONS}
-        self._nan_guard: Any = None  # set by the NaN guard hook when it attaches (before_run)
-        # name -> getter of extra state written into every checkpoint (see write_checkpoint).
-        self.checkpoint_extras: dict[str, Any] = {}
         self._setup_hook()
 
         self._log_dir = f'./{exp_name}/log/{instance_name}'
@@ -164,22 +119,10 @@ class BaseLearner:
         self._tb_logger = tb_logger
         self._owns_tb_logger = False
 
-        self._log_buffer = {'scalar': LogDict(), 'scalars': LogDict(), 'histogram': LogDict()}
-        self._monitor = LearnerMonitor()
-        self._hook_time: dict[str, list] = {}  # hook name -> [seconds, calls, position] since last show
-        self._last_iter = CountVar(0)
-        self._collector_envstep = 0
-        self._priority_info: dict[str, Any] = {}
-        self._ckpt_name: str | None = None
-        self._last_ckpt: tuple[int, str] | None = None
-        self._config_hash = ''
-        self._in_after_iter = False
-        self._end_flag = False
-        self._learner_done = False
-        self._closed = False
         self._stop_signal: int | None = None
-        self._dataloader = None
-        self._policy = None
+        self._dataloader: AsyncDataLoader | None = None
+        self.connect(data_source, policy_sink, learn_info_sink, publish_due)
+        self._policy: Any = None
         if policy is not None:
             self.policy = policy
 
@@ -236,15 +179,15 @@ class BaseLearner:
         if isinstance(log_vars, dict):
             priority = log_vars.pop('priority', None)
             if priority is not None:
-                self._set_priority_info(priority, data)
-            self._record(log_vars)
+                self._priority_info = priority_info_of(priority, data)
+            route_log_vars(self._log_buffer, log_vars)
             self._end_iter(hooks['after_iter'])
         elif isinstance(log_vars, list) and all(isinstance(e, dict) for e in log_vars):
             priority = log_vars[-1].pop('priority', None) if log_vars else None
             if priority is not None:
-                self._set_priority_info(priority, data)
+                self._priority_info = priority_info_of(priority, data)
             for elem in log_vars:
-                self._record(elem)
+                route_log_vars(self._log_buffer, elem)
                 self._end_iter(hooks['after_iter'])
         else:
             raise TypeError(
@@ -273,53 +216,18 @@ class BaseLearner:
                 self._in_after_iter = False
         self._last_iter.add(1)
 
-    def _record(self, log_vars: dict[str, Any]) -> None:
-        """Route ``[histogram]`` / ``[scalars]`` keys to their buffers, the rest to the scalar buffer."""
-        scalar = self._log_buffer['scalar']
-        set_plain = dict.__setitem__  # python floats need none of LogDict's conversions
-        routed = None
-        for k, v in log_vars.items():
-            if k.startswith('['):
-                if routed is None:
-                    routed = []
-                routed.append(k)
-            elif v.__class__ is float:
-                set_plain(scalar, k, v)
-            else:
-                scalar[k] = v
-        if routed is not None:
-            for k in routed:
-                if k.startswith('[histogram]'):
-                    self._log_buffer['histogram'][k[len('[histogram]') :]] = log_vars.pop(k)
-                elif k.startswith('[scalars]'):
-                    self._log_buffer['scalars'][k[len('[scalars]') :]] = log_vars.pop(k)
-                else:  # some other bracketed name: an ordinary scalar
-                    scalar[k] = log_vars[k]
-
-    def _set_priority_info(self, priority: Any, data: Any) -> None:
-        if isinstance(data, dict):
-            idx = data.get('replay_buffer_idx')
-            uid = data.get('replay_unique_id')
-            idx = idx.tolist() if hasattr(idx, 'tolist') else idx
-            uid = uid.tolist() if hasattr(uid, 'tolist') else uid
-        else:
-            idx = [d.get('replay_buffer_idx') for d in data]
-            uid = [d.get('replay_unique_id') for d in data]
-        self._priority_info = {'priority': priority, 'replay_buffer_idx': idx, 'replay_unique_id': uid}
-
     # ---- parallel mode -------------------------------------------------------------------------------
     def setup_dataloader(self) -> None:
         """Build the ``AsyncDataLoader`` ``start()`` reads from, over ``self.get_data(batch_size)``."""
-        get_data = getattr(self, 'get_data', None)
-        if get_data is None:
+        # DI-engine code assigns learner.get_data = fn directly: that keeps working (it shadows the method).
+        get_data = self.get_data
+        if self._data_source is None and 'get_data' not in vars(self):
             raise RuntimeError(
-                'BaseLearner.setup_dataloader: set learner.get_data = fn(batch_size) first '
-                '(the comm learner does this in parallel mode)'
+                'BaseLearner.setup_dataloader: no get_data; connect a data source first (data_source=fn(batch_size) or '
+                'connect(); the comm learner does this in parallel mode)'
             )
         if self._policy is None:
             raise RuntimeError('BaseLearner.setup_dataloader: no policy; set learner.policy first')
-        from ding.utils.data_loader import AsyncDataLoader
-
         cfg = self._cfg.dataloader
         batch_size = self._policy.get_attribute('batch_size')
         device = self._policy.get_attribute('device')
@@ -348,11 +256,13 @@ class BaseLearner:
         self._end_flag = False
         self._learner_done = False
         self._stop_signal = None
-        previous = self._install_signal_handlers()
+        previous = install_stop_handlers(self._on_stop_signal)
         try:
             self.call_hook('before_run')
             scalar = self._log_buffer['scalar']
             loader = self._dataloader
+            if loader is None:  # setup_dataloader() above builds it
+                raise RuntimeError('BaseLearner.start: the data loader was not built')
             for _ in range(self._cfg.train_iterations):
                 if self._end_flag or self._stop_signal is not None:
                     break
@@ -378,7 +288,7 @@ class BaseLearner:
             self._save_exception_checkpoint(exc)
             raise
         finally:
-            self._restore_signal_handlers(previous)
+            restore_handlers(previous)
 
     def stop(self) -> None:
         """Ask a running ``start()`` to leave its loop after the current iteration (closes nothing).
@@ -399,20 +309,6 @@ class BaseLearner:
         else:
             if path is not None:
                 self.info(f'exception checkpoint written: {path}')
-
-    def _install_signal_handlers(self) -> dict[int, Any] | None:
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        previous = {}
-        for sig in _STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, self._on_stop_signal)
-        return previous
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
-        if previous:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     def _on_stop_signal(self, signum: int, frame: Any) -> None:
         if self._stop_signal is not None and signum == signal.SIGINT:
@@ -464,7 +360,6 @@ class BaseLearner:
         except Exception:
             pass
 
-    # ---- properties ----------------------------------------------------------------------------------
     @property
     def policy(self) -> Any:
         return self._policy
@@ -488,116 +383,11 @@ class BaseLearner:
             'learner_done': self._learner_done,
         }
 
-    @property
-    def priority_info(self) -> dict[str, Any]:
-        return self._priority_info
-
-    @priority_info.setter
-    def priority_info(self, value: dict[str, Any]) -> None:
-        self._priority_info = value
-
-    @property
-    def last_iter(self) -> CountVar:
-        return self._last_iter
-
-    @property
-    def train_iter(self) -> int:
-        return self._last_iter.val
-
-    @property
-    def collector_envstep(self) -> int:
-        return self._collector_envstep
-
-    @collector_envstep.setter
-    def collector_envstep(self, value: int) -> None:
-        self._collector_envstep = int(value)
-
-    @property
-    def log_buffer(self) -> dict[str, LogDict]:
-        return self._log_buffer
-
-    @log_buffer.setter
-    def log_buffer(self, value: dict[str, LogDict]) -> None:
-        self._log_buffer = value
-
-    @property
-    def monitor(self) -> LearnerMonitor:
-        return self._monitor
-
-    @property
-    def hook_time(self) -> dict[str, list]:
-        """``{hook name: [seconds, calls, position]}`` accumulated since the last log show."""
-        return self._hook_time
-
-    @property
-    def hooks(self) -> dict[str, list[LearnerHook]]:
-        return self._hooks
-
-    @property
-    def logger(self) -> Any:
-        return self._logger
-
-    @property
-    def tb_logger(self) -> Any:
-        """The tensorboard writer; created on first access when none was passed in (rank 0 only)."""
-        if self._tb_logger is None and self._rank == 0 and not self._closed:
-            _, self._tb_logger = build_logger(self._log_dir, self._instance_name, need_tb=True)
-            self._owns_tb_logger = True
-        return self._tb_logger
-
-    @property
-    def nan_guard(self) -> Any:
-        """The attached ``NanGuard`` (None until its hook ran at ``before_run``, or when disabled)."""
-        return self._nan_guard
-
-    @nan_guard.setter
-    def nan_guard(self, guard: Any) -> None:
-        self._nan_guard = guard
-
-    @property
-    def nan_guard_events(self) -> dict[str, int]:
-        """Counts of the NaN guard's events: ``skipped_step``, ``rollback``, ``rollback_failed``."""
-        return dict(self._nan_guard.events) if self._nan_guard is not None else {}
-
-    @property
-    def ckpt_name(self) -> str | None:
-        return self._ckpt_name
-
-    @ckpt_name.setter
-    def ckpt_name(self, value: str | None) -> None:
-        self._ckpt_name = value
-
-    @property
-    def config_hash(self) -> str:
-        """Hash of the run's config, stored in checkpoint manifests (set it with ``config_hash(cfg)``)."""
-        return self._config_hash
-
-    @config_hash.setter
-    def config_hash(self, value: str) -> None:
-        self._config_hash = str(value or '')
-
-    @property
-    def cfg(self) -> EasyDict:
-        return self._cfg
-
-    @property
-    def exp_name(self) -> str:
-        return self._exp_name
-
-    @property
-    def instance_name(self) -> str:
-        return self._instance_name
-
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self._world_size
-
 
 def create_learner(cfg: dict[str, Any], **kwargs: Any) -> BaseLearner:
     """Build the learner registered as ``cfg.type`` (default ``'base'``), importing ``cfg.import_names``."""
     import_module(cfg.get('import_names', []))
     return LEARNER_REGISTRY.build(cfg.get('type', 'base'), cfg=cfg, **kwargs)
+
+
+__all__ = ['BaseLearner', 'LearnerMonitor', 'create_learner']

@@ -1,10 +1,11 @@
 """NaN guard: keep one bad batch from destroying a training run.
 
-The guard wraps the ``step()`` of the policy's optimizer(s). Before each step it checks that every
-gradient is finite (one fused kernel over all gradients and a single host sync). A NaN or infinite
-loss gives non-finite gradients too, so the loss needs no separate check. On a bad step it
+The guard registers a step pre-hook on the policy's optimizer(s) (``Optimizer.register_step_pre_hook``).
+Before each step it checks that every gradient is finite (one fused norm kernel over all gradients and a
+single host sync). A NaN or infinite loss gives non-finite gradients too, so the loss needs no separate
+check. On a bad step it
 
-1. zeroes the gradients and skips the update (the parameters stay as they were),
+1. drops the gradients, so the step updates nothing (the parameters stay as they were),
 2. multiplies the learning rate of every param group by ``lr_cut_factor``,
 3. counts the event, logs it and reports it (learner log buffer, tensorboard, metrics).
 
@@ -26,39 +27,29 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from numbers import Real
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
-from .learner_hook import LearnerHook, checkpoint_dir, iterations_done, register_learner_hook
+from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
 
-# Attribute names (``policy.get_attribute(name)``, i.e. ``policy._name``) that may hold optimizers:
-# DI-engine's single-optimizer policies use 'optimizer'; actor-critic ones split it.
-DEFAULT_OPTIMIZER_NAMES = (
-    'optimizer',
-    'optimizer_actor',
-    'optimizer_critic',
-    'optimizer_q',
-    'optimizer_policy',
-    'optimizer_value',
-    'alpha_optim',
+from .checkpoint_hooks import checkpoint_dir
+from .hook_base import LearnerHook, iterations_done, register_learner_hook
+from .nan_guard_settings import (
+    DEFAULT_OPTIMIZER_NAMES,
+    EVENT_KINDS,
+    NAN_GUARD_DEFAULTS,
+    ROLLBACK,
+    ROLLBACK_FAILED,
+    SKIPPED_STEP,
+    NanGuardListener,
+    add_nan_guard_listener,
+    check_nan_guard_config,
+    publish_event,
+    remove_nan_guard_listener,
 )
-
-NAN_GUARD_DEFAULTS = dict(
-    enable=True,
-    lr_cut_factor=0.5,
-    max_consecutive_bad=3,
-    rollback=True,
-    max_rollbacks=3,
-)
-
-# Event kinds, as counted in ``NanGuard.events`` and reported to the metrics module.
-SKIPPED_STEP = 'skipped_step'
-ROLLBACK = 'rollback'
-ROLLBACK_FAILED = 'rollback_failed'
-EVENT_KINDS = (SKIPPED_STEP, ROLLBACK, ROLLBACK_FAILED)
 
 # Names of the per-iteration values put in the learner's scalar log buffer.
 LOG_SKIPPED = 'nan_guard_skipped_steps'
@@ -71,61 +62,18 @@ class NanGuardError(RuntimeError):
     """Training keeps producing non-finite gradients even after rolling back; stopping is the only safe move."""
 
 
-def _check_config(cfg: dict[str, Any], where: str) -> dict[str, Any]:
-    unknown = sorted(set(cfg) - set(NAN_GUARD_DEFAULTS) - {'optimizer_names', 'cfg_type'})
-    if unknown:
-        raise ValueError(f'{where}: unknown key(s) {unknown}; valid keys: {sorted(NAN_GUARD_DEFAULTS)}')
-    out = dict(NAN_GUARD_DEFAULTS)
-    out.update({k: v for k, v in cfg.items() if k != 'cfg_type'})
-    if not isinstance(out['enable'], bool):
-        raise ValueError(f'{where}.enable must be True or False, got {out["enable"]!r}')
-    if not isinstance(out['rollback'], bool):
-        raise ValueError(f'{where}.rollback must be True or False, got {out["rollback"]!r}')
-    factor = out['lr_cut_factor']
-    if isinstance(factor, bool) or not isinstance(factor, Real) or not (0 < factor <= 1):
-        raise ValueError(f'{where}.lr_cut_factor must be a number in (0, 1], got {factor!r}')
-    for key, low in (('max_consecutive_bad', 1), ('max_rollbacks', 0)):
-        v = out[key]
-        if isinstance(v, bool) or not isinstance(v, Real) or v != int(v) or v < low:
-            raise ValueError(f'{where}.{key} must be an integer >= {low}, got {v!r}')
-        out[key] = int(v)
-    names = out.get('optimizer_names', DEFAULT_OPTIMIZER_NAMES)
-    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f'{where}.optimizer_names must be a list of attribute names, got {names!r}')
-    out['optimizer_names'] = tuple(names)
-    return out
+def grads_finite(grads: list[torch.Tensor]) -> bool:
+    """True when every tensor of ``grads`` is finite: one fused norm kernel per device and one host sync.
 
-
-# device -> (found-non-finite flag, a scale of exactly 1.0): the fused check's two 1-element tensors.
-CheckBuffers = dict[Any, tuple[torch.Tensor, torch.Tensor]]
-
-
-def grads_finite(grads: Sequence[torch.Tensor], buffers: CheckBuffers | None = None) -> bool:
-    """True when every tensor of ``grads`` is finite, with one fused kernel and one host sync.
-
-    The fused check is the one ``torch.amp.GradScaler`` uses (it also multiplies every tensor by the
-    scale, here exactly 1.0, which leaves the values bit-identical). Gradients it cannot take (sparse
-    ones, several devices) go through norms instead. ``buffers`` lets a caller reuse the flag tensors.
+    A norm is finite exactly when every value is; the norms are taken in float64, so the finite values of
+    float32 / float16 gradients never overflow into a false alarm. Gradients the fused kernel cannot take
+    (sparse ones) are checked one by one.
     """
     if not grads:
         return True
     device = grads[0].device
-    pair = buffers.get(device) if buffers is not None else None
-    if pair is None:
-        pair = (torch.zeros(1, device=device), torch.ones(1, device=device))
-        if buffers is not None:
-            buffers[device] = pair
-    found, one = pair
     try:
-        with torch.no_grad():
-            found.zero_()
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
-        return not found.item()
-    except (RuntimeError, TypeError, NotImplementedError, AttributeError):
-        pass
-    try:
-        # Norms are >= 0, so their sum is finite exactly when each of them is (float32 overflow aside).
-        norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+        norms = torch._foreach_norm(grads, 2, dtype=torch.float64)  # noqa: SLF001 - torch._foreach_* are allowed
         return math.isfinite(torch.stack([n.to(device) for n in norms]).sum().item())
     except (RuntimeError, TypeError, NotImplementedError):
         return all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in grads)
@@ -143,18 +91,6 @@ def _all_finite(state: Any) -> bool:
     return True
 
 
-def _publish(kind: str, n: int = 1) -> None:
-    """Count the event as ``nan_guard_events_total{kind}`` in the run's metrics (no-op without a run service)."""
-    try:
-        from ding.service.metrics import inc_nan_guard_event
-    except ImportError:
-        return
-    try:
-        inc_nan_guard_event(kind, n)
-    except Exception as exc:  # metrics must never break training
-        _LOG.debug('nan_guard: metrics update failed: %r', exc)
-
-
 class NanGuard:
     """The guard's state and logic; hooks and ``install_nan_guard`` attach it to a learner."""
 
@@ -166,7 +102,7 @@ class NanGuard:
         max_rollbacks: int = 3,
         optimizer_names: Sequence[str] = DEFAULT_OPTIMIZER_NAMES,
     ) -> None:
-        cfg = _check_config(
+        cfg = check_nan_guard_config(
             dict(
                 lr_cut_factor=lr_cut_factor,
                 max_consecutive_bad=max_consecutive_bad,
@@ -186,15 +122,15 @@ class NanGuard:
         self.rollbacks_since_good = 0
         self.last_rollback_path: str | None = None
         self._engine: Any = None
-        # (name, optimizer, the step it had before wrapping)
-        self._wrapped: list[tuple[str, torch.optim.Optimizer, Callable]] = []
+        # (name, optimizer, the handle of the step pre-hook that guards it)
+        self._guarded: list[tuple[str, torch.optim.Optimizer, RemovableHandle]] = []
         self._skipped_this_iter = 0
         self._rollbacks_this_iter = 0
         self._rollback_pending = False
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], where: str = 'nan_guard') -> NanGuard:
-        c = _check_config(dict(cfg), where)
+        c = check_nan_guard_config(dict(cfg), where)
         return cls(
             c['lr_cut_factor'], c['max_consecutive_bad'], c['rollback'], c['max_rollbacks'], c['optimizer_names']
         )
@@ -202,10 +138,13 @@ class NanGuard:
     # ---- attaching --------------------------------------------------------------------------------
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [opt for _, opt, _ in self._wrapped]
+        return [opt for _, opt, _ in self._guarded]
 
     def attach(self, engine: Any) -> None:
-        """Wrap ``step()`` of every optimizer the learner's policy holds (idempotent)."""
+        """Guard ``step()`` of every optimizer the learner's policy holds (idempotent): a step pre-hook checks
+        the gradients and, when one is not finite, drops them all (``zero_grad(set_to_none=True)``), so the
+        step that follows changes no parameter (optimizers skip parameters without a gradient). The
+        gradients of a step given a closure are the closure's, which the hook does not see."""
         self._engine = engine
         if hasattr(engine, 'nan_guard'):
             engine.nan_guard = self
@@ -222,42 +161,36 @@ class NanGuard:
                 found.append((name, opt))
         # A policy may have rebuilt its optimizer (e.g. in load_state_dict): forget the stale ones.
         current = {id(opt) for _, opt in found}
-        self._wrapped = [w for w in self._wrapped if id(w[1]) in current]
+        for _, opt, handle in self._guarded:
+            if id(opt) not in current:
+                handle.remove()
+        self._guarded = [g for g in self._guarded if id(g[1]) in current]
+        guarded = {id(opt) for _, opt, _ in self._guarded}
         for name, opt in found:
-            if getattr(opt.step, '_nan_guard', None) is self:
-                continue
-            self._wrap(name, opt)
+            if id(opt) not in guarded:
+                self._guard(name, opt)
         if not found:
             engine.info(
                 f'nan_guard: no optimizer found on the policy (looked for attributes '
                 f'{list(self.optimizer_names)}); the guard is inactive'
             )
 
-    def _wrap(self, name: str, opt: torch.optim.Optimizer) -> None:
-        original = opt.step  # a bound method (or a wrapper someone else installed)
-        guard = self
-        check_buffers: CheckBuffers = {}
+    def _guard(self, name: str, opt: torch.optim.Optimizer) -> None:
+        def check_gradients(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            grads = [p.grad for group in optimizer.param_groups for p in group['params'] if p.grad is not None]
+            if grads_finite(grads):
+                self.consecutive_bad = 0
+                self.rollbacks_since_good = 0
+            else:
+                self._on_bad_step(name, optimizer)  # drops the gradients: the step changes nothing
 
-        def guarded_step(*args: Any, **kwargs: Any) -> Any:
-            grads = [p.grad for group in opt.param_groups for p in group['params'] if p.grad is not None]
-            if grads_finite(grads, check_buffers):
-                guard.consecutive_bad = 0
-                guard.rollbacks_since_good = 0
-                return original(*args, **kwargs)
-            guard._on_bad_step(name, opt)
-            return None
-
-        guarded_step._nan_guard = self  # type: ignore[attr-defined]
-        # An instance attribute shadows Optimizer.step for this object only.
-        opt.step = guarded_step  # type: ignore[method-assign]
-        self._wrapped.append((name, opt, original))
+        self._guarded.append((name, opt, opt.register_step_pre_hook(check_gradients)))
 
     def detach(self) -> None:
-        """Give every wrapped optimizer its original ``step`` back."""
-        for _, opt, original in self._wrapped:
-            if getattr(opt.step, '_nan_guard', None) is self:
-                opt.step = original  # type: ignore[method-assign]
-        self._wrapped = []
+        """Remove the guard from every optimizer it guards."""
+        for _, _, handle in self._guarded:
+            handle.remove()
+        self._guarded = []
 
     # ---- events -----------------------------------------------------------------------------------
     def _on_bad_step(self, name: str, opt: torch.optim.Optimizer) -> None:
@@ -269,7 +202,7 @@ class NanGuard:
         self.consecutive_bad += 1
         self._skipped_this_iter += 1
         self.events[SKIPPED_STEP] += 1
-        _publish(SKIPPED_STEP)
+        publish_event(SKIPPED_STEP)
         engine = self._engine
         it = engine.last_iter.val if engine is not None else -1
         msg = (
@@ -322,8 +255,6 @@ class NanGuard:
         learning rates, the collector env-step count and the RNG streams (replaying the same random
         draws would likely replay the same bad batch).
         """
-        from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
-
         self._engine = engine
         self.consecutive_bad = 0
         if self.max_rollbacks and self.rollbacks_since_good >= self.max_rollbacks:
@@ -346,7 +277,7 @@ class NanGuard:
             state = None
         if state is None:
             self.events[ROLLBACK_FAILED] += 1
-            _publish(ROLLBACK_FAILED)
+            publish_event(ROLLBACK_FAILED)
             self._warn(
                 f'nan_guard: no usable checkpoint in {directory} to roll back to; going on with the current '
                 f'(finite) parameters and the reduced learning rate'
@@ -372,7 +303,7 @@ class NanGuard:
         self._rollbacks_this_iter += 1
         self.last_rollback_path = path
         self.events[ROLLBACK] += 1
-        _publish(ROLLBACK)
+        publish_event(ROLLBACK)
         self._warn(
             f'nan_guard: rolled back to {path} (iteration {old_iter} -> {iterations_done(engine)}) after '
             f'{self.max_consecutive_bad} consecutive bad steps; rollback {self.events[ROLLBACK]} in total'
@@ -405,7 +336,7 @@ class NanGuardHook(LearnerHook):
                 f'after_iter part), got position {position!r}'
             )
         where = f"learner hook '{name}': ext_args"
-        self.enabled = _check_config(dict(self._ext_args), where)['enable']
+        self.enabled = check_nan_guard_config(dict(self._ext_args), where)['enable']
         self.guard = NanGuard.from_config(dict(self._ext_args), where=where)
         self.report_hook = _NanGuardReportHook(self)
 
@@ -436,7 +367,7 @@ def build_nan_guard_hook(
         return None
     if not isinstance(cfg, dict):
         raise ValueError(f'{where} must be a dict, got {cfg!r}')
-    checked = _check_config(dict(cfg), where)
+    checked = check_nan_guard_config(dict(cfg), where)
     if not checked.pop('enable'):
         return None
     return NanGuardHook('nan_guard', 15, position='before_run', ext_args=checked)
@@ -460,4 +391,7 @@ __all__ = [
     'install_nan_guard',
     'grads_finite',
     'EVENT_KINDS',
+    'NanGuardListener',
+    'add_nan_guard_listener',
+    'remove_nan_guard_listener',
 ]

@@ -9,7 +9,14 @@ from easydict import EasyDict
 from ding.policy.dqn import DQNPolicy
 from ding.utils.checkpoint import load_checkpoint
 from ding.worker.learner import BaseLearner
-from ding.worker.learner.nan_guard import NanGuard, NanGuardError, build_nan_guard_hook, grads_finite
+from ding.worker.learner.nan_guard import (
+    NanGuard,
+    NanGuardError,
+    add_nan_guard_listener,
+    build_nan_guard_hook,
+    grads_finite,
+    remove_nan_guard_listener,
+)
 
 BATCH = 16
 LR = 0.01
@@ -194,12 +201,19 @@ def test_grads_finite_checks_nan_and_inf():
     assert not grads_finite(grads)
     grads[1][2] = float('nan')
     assert not grads_finite(grads)
+    # Huge but finite float32 / float16 values: their norm would overflow in their own precision.
+    assert grads_finite([torch.full((1000,), 3e38), torch.full((10,), 6e4, dtype=torch.float16)])
+    assert grads_finite([torch.ones(4).to_sparse()]) and not grads_finite(
+        [torch.tensor([1.0, float('nan')]).to_sparse()]
+    )
 
 
 def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
-    from ding.service.metrics import ServiceMetrics, parse_metrics, sample_value
+    from ding.service.metrics import ServiceMetrics, inc_nan_guard_event, parse_metrics, sample_value
 
+    # What ServiceRuntime does when it starts its metrics: the guard reports to the service's listener.
     metrics = ServiceMetrics(exp_name='exp').activate()
+    add_nan_guard_listener(inc_nan_guard_event)
     try:
         learner = make_learner(nan_guard=dict(max_consecutive_bad=2), save_ckpt_after_iter=1)
         in_tmp.append(learner)
@@ -210,4 +224,5 @@ def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
         assert sample_value(parsed, 'nan_guard_events_total', kind='skipped_step') == 2
         assert sample_value(parsed, 'nan_guard_events_total', kind='rollback') == 1
     finally:
+        remove_nan_guard_listener(inc_nan_guard_event)
         metrics.deactivate()

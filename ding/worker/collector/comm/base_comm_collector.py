@@ -17,6 +17,7 @@ from easydict import EasyDict
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, import_module
 
 from ..kept_resources import KeptResources
+from ..parallel_collector_factory import get_parallel_collector_cls
 
 # Comm collector methods a parallel collector calls.
 TRANSPORT_METHODS = ('send_metadata', 'send_stepdata', 'get_policy_update_info')
@@ -26,7 +27,7 @@ class BaseCommCollector(ABC):
     """Abstract comm collector: subclasses implement the transport (see ``FlaskFileSystemCollector``)."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._cfg: EasyDict = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._end_flag = True
         # the envs (policy, serial collector) of the last collect task, for the next one (see KeptResources)
         self.kept_resources = KeptResources()
@@ -91,8 +92,6 @@ class BaseCommCollector(ABC):
         ``path_policy`` (policy file), ``path_data``, ``seed``. ``kwargs`` go to the collector (``logger``); a
         collector class with ``uses_kept_resources`` also gets ``kept``, this comm collector's ``KeptResources``.
         """
-        from ding.worker.collector.parallel_collector_factory import get_parallel_collector_cls
-
         cfg = self._task_config(task_info)
         collector_cls = get_parallel_collector_cls(cfg)
         if getattr(collector_cls, 'uses_kept_resources', False):

@@ -21,15 +21,16 @@ import copy
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from easydict import EasyDict
 
 from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.file_transport import save_samples, unique_stem
-from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
+from ding.worker.comm_worker import SlaveHost
 
 from .base_comm_collector import BaseCommCollector
 from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_sample_files, resource_info
@@ -148,50 +149,36 @@ class FlaskFileSystemCollector(BaseCommCollector):
         merged = self.default_config()
         merged.update(copy.deepcopy(dict(cfg)))
         super().__init__(merged)
-        cfg = self._cfg
-        size = cfg.queue_size
+        conf = self._cfg
+        size = conf.queue_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f'comm collector {cfg.name}: queue_size must be a positive integer, got {size!r}')
+            raise ValueError(f'comm collector {conf.name}: queue_size must be a positive integer, got {size!r}')
         for key in ('data_wait_second', 'stop_timeout'):
-            value = cfg[key]
+            value = conf[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f'comm collector {cfg.name}: {key} must be a positive number, got {value!r}')
+                raise ValueError(f'comm collector {conf.name}: {key} must be a positive number, got {value!r}')
         self._run: _Run | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of tasks and of the comm collector
         self._watcher = PolicyFileWatcher()
         self._task_count = 0
-        self._slave: CollectorSlave | None = None
+        self._host = SlaveHost(self._cfg, 'comm collector')
         self._logger: Any = None
         self._closed = False
 
     # ---- service -------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the slave (returns once it listens); collection starts with a start task."""
-        if self._slave is not None:
-            raise RuntimeError(f'comm collector {self._cfg.name}: start() was already called')
-        cfg = self._cfg
-        self._logger, _ = build_logger(f'./{cfg.exp_name}/log/comm_{cfg.name}', f'comm_{cfg.name}', need_tb=False)
-        callbacks = {
+        """Start the slave (returns once it listens); collection starts with a start task. When the slave
+        cannot start (e.g. the port is taken) the log is closed and the error raised."""
+        self._logger = self._host.open_log()
+        callbacks: dict[str, Callable[..., Any]] = {
             'deal_with_resource': self.deal_with_resource,
             'deal_with_collector_start': self.deal_with_collector_start,
             'deal_with_collector_data': self.deal_with_collector_data,
             'deal_with_collector_close': self.deal_with_collector_close,
             'deal_with_lost_master': self.deal_with_lost_master,
         }
-        slave = CollectorSlave(
-            cfg.host,
-            cfg.port,
-            callbacks,
-            heartbeat_span=cfg.heartbeat_span,
-            request_retries=cfg.request_retries,
-            request_retry_waiting=cfg.request_retry_waiting,
-            request_timeout=cfg.request_timeout,
-            channel=cfg.channel,
-        )
-        slave.start()
-        self._slave = slave
+        self._host.start(CollectorSlave, callbacks, release=self.kept_resources.close)
         super().start()
-        self._logger.info(f'comm collector {cfg.name} serving on {cfg.host}:{slave.port}')
 
     def close(self) -> None:
         """Stop the running task, then the slave. Idempotent."""
@@ -202,21 +189,23 @@ class FlaskFileSystemCollector(BaseCommCollector):
             run = self._run
             if run is not None:
                 self._stop_run(run, 'the comm collector was closed')
-        if self._slave is not None:
-            self._slave.close()
+        self._host.close_slave()
         super().close()
-        if self._logger is not None:
-            self._logger.info(f'comm collector {self._cfg.name} closed')
-            close_logger(self._logger)
+        self._host.close_log()
 
     @property
     def port(self) -> int:
         """The port the slave listens on (the chosen one after ``start()`` with port 0)."""
-        return self._slave.port if self._slave is not None else self._cfg.port
+        return self._host.port
 
     @property
     def slave(self) -> CollectorSlave | None:
-        return self._slave
+        slave = self._host.slave
+        return slave if isinstance(slave, CollectorSlave) else None
+
+    @property
+    def logger(self) -> Any:
+        return self._logger
 
     @property
     def collector(self) -> Any:
@@ -334,7 +323,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         run = self._active_run('collector_data_task', task_info)
         collector = run.collector
         deadline = time.monotonic() + float(self._cfg.data_wait_second)
-        slave = self._slave
+        slave = self._host.slave
         while True:
             # Read the flag before the queue: a chunk queued before the thread ended is then seen below.
             finished = collector.finished

@@ -1,9 +1,9 @@
 """``BaseCommLearner``: the part of a parallel-mode learner process that talks to the coordinator.
 
 A comm learner does no training itself. It builds a ``BaseLearner`` for each learner task
-(``_create_learner``), hands it the ``get_data`` data source its data loader reads from, and registers
-the hooks (``hooks4call``) that send the policy weights and the learn info out through ``send_policy``
-and ``send_learn_info``.
+(``_create_learner``), connects it to its ``get_data`` data source and its ``send_policy`` /
+``send_learn_info`` sinks (``BaseLearner.connect``), registers the hooks (``hooks4call``) that call those,
+and tells its observers (``add_learner_observer``: e.g. the run service, attached from above).
 """
 
 from __future__ import annotations
@@ -14,7 +14,30 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.policy import create_policy
 from ding.utils.registry import COMM_LEARNER_REGISTRY, import_module
+from ding.worker.resume import RESUME_NEVER, resume_learner
+
+from ..base_learner import create_learner
+
+
+class LearnerObserver:
+    """Told about each learner a comm learner builds, from a layer above the workers (the run service attaches
+    through one: ``ding.service.comm_learner``). Every method does nothing here; override what you need."""
+
+    def learner_created(self, learner: Any, task_info: dict[str, Any]) -> None:
+        """A learner task's ``BaseLearner`` was built (checkpoint resumed, not started yet)."""
+
+    def tune(self, tune: dict[str, Any]) -> None:
+        """The coordinator forwarded a run-control tune with a learn task (it checked it against the config)."""
+
+    @property
+    def weights_address(self) -> str | None:
+        """Where collectors may fetch the weights over HTTP, answered with the start task (None: nowhere)."""
+        return None
+
+    def close(self) -> None:
+        """The comm learner closes."""
 
 
 class BaseCommLearner(ABC):
@@ -25,8 +48,27 @@ class BaseCommLearner(ABC):
     """
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        self._cfg = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
+        self._cfg: EasyDict = cfg if isinstance(cfg, EasyDict) else EasyDict(cfg)
         self._active_flag = False
+        self._observers: list[LearnerObserver] = []
+
+    @property
+    def cfg(self) -> EasyDict:
+        """The comm learner's config (``system.learner.<name>``, completed with its defaults)."""
+        return self._cfg
+
+    @property
+    def logger(self) -> Any:
+        """The comm learner's log (None where it keeps none, or before it started)."""
+        return None
+
+    def add_learner_observer(self, observer: LearnerObserver) -> None:
+        """Tell ``observer`` about every learner built from now on (see ``LearnerObserver``)."""
+        self._observers.append(observer)
+
+    @property
+    def learner_observers(self) -> list[LearnerObserver]:
+        return list(self._observers)
 
     def policy_publish_due(self) -> bool:
         """Whether weights given to ``send_policy`` now would be published; ``SendPolicyHook`` skips the
@@ -70,9 +112,6 @@ class BaseCommLearner(ABC):
         (overrides ``learner_cfg.train_iterations``). The learner gets this comm learner's ``get_data``,
         ``send_policy`` and ``send_learn_info`` and every hook of ``hooks4call``.
         """
-        from ding.policy import create_policy
-        from ding.worker.learner import create_learner
-
         policy_cfg = task_info.get('policy')
         if not isinstance(policy_cfg, dict):
             raise KeyError(f"learner task: task_info['policy'] must be the policy config dict, got {policy_cfg!r}")
@@ -89,7 +128,7 @@ class BaseCommLearner(ABC):
             learner_cfg.train_iterations = int(max_iterations)
 
         policy = create_policy(EasyDict(copy.deepcopy(dict(policy_cfg))), enable_field=['learn'])
-        learn_mode = policy.learn_mode
+        learn_mode: Any = policy.learn_mode
         try:
             learn_mode.get_attribute('batch_size')
         except AttributeError:
@@ -107,13 +146,17 @@ class BaseCommLearner(ABC):
             exp_name=task_info.get('exp_name') or self._cfg.get('exp_name', 'default_experiment'),
             instance_name=task_info.get('instance_name') or self._cfg.get('name', 'learner0'),
         )
-        learner.get_data = self.get_data
-        learner.send_policy = self.send_policy
-        learner.policy_publish_due = self.policy_publish_due
-        learner.send_learn_info = self.send_learn_info
+        learner.connect(
+            data_source=self.get_data,
+            policy_sink=self.send_policy,
+            learn_info_sink=self.send_learn_info,
+            publish_due=self.policy_publish_due,
+        )
         for hook in self.hooks4call:
             learner.register_hook(hook)
         learner.resumed_from = self._resume_from_checkpoint(learner, task_info.get('resume'))
+        for observer in self._observers:
+            observer.learner_created(learner, task_info)
         return learner
 
     @staticmethod
@@ -121,8 +164,6 @@ class BaseCommLearner(ABC):
         """``task_info['resume']``: a checkpoint path (or 'auto') the pipeline resolved for a resumed run, or
         the coordinator's dict for a task moved after a learner died (``checkpoint: 'auto'``, ``not_before``:
         only checkpoints of this run). Loads it with ``resume_learner``; returns the path or None."""
-        from ding.worker.resume import RESUME_NEVER, resume_learner
-
         if isinstance(resume, dict):
             setting, not_before = resume.get('checkpoint'), resume.get('not_before')
         else:
@@ -139,4 +180,4 @@ def create_comm_learner(cfg: dict[str, Any]) -> BaseCommLearner:
     return COMM_LEARNER_REGISTRY.build(cfg.get('type', 'flask_fs'), cfg=cfg)
 
 
-__all__ = ['BaseCommLearner', 'create_comm_learner']
+__all__ = ['BaseCommLearner', 'LearnerObserver', 'create_comm_learner']

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from itertools import accumulate, chain
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -76,10 +76,10 @@ def as_columns(batch: Any) -> dict[str, list[Any]]:
     return {field: [meta.get(field) for meta in batch] for field in METADATA_FIELDS}
 
 
-def take(values: list[Any], positions: list[int] | None) -> list[Any]:
+def take(values: Sequence[Any], positions: Sequence[int] | None) -> list[Any]:
     """``values`` at ``positions`` (None: all of them, in order)."""
     if positions is None:
-        return values
+        return values if isinstance(values, list) else list(values)
     return [values[p] for p in positions]
 
 
@@ -127,7 +127,7 @@ def _plain_file_names(names: dict[str, None]) -> bool:
     return wrapped.count(sep) == len(names) + 1 and sep + sep not in wrapped and sep + '.' not in wrapped
 
 
-def grouped_order(names: list[str], files: dict[str, None]) -> list[int] | None:
+def grouped_order(names: Sequence[str], files: dict[str, None]) -> list[int] | None:
     """The order that groups the samples by file (files in order of first use, samples in their order within
     a file: what the per-file checks give); None when they are grouped already, e.g. one sample per file, as a
     batch drawn uniformly from a big buffer mostly is."""
@@ -262,6 +262,8 @@ class DataIdRows:
                 self._reset()
                 new = list(dict.fromkeys(data_ids))
                 split = split_data_ids(new)
+                if split is None:
+                    return None
             self._add(new, *split)
             found = list(map(self._position.__getitem__, data_ids))
         at = np.array(found, dtype=np.intp)
@@ -330,7 +332,7 @@ def group_metadata(batches: list[dict[str, list[Any]]], order: list[int]) -> dic
             continue
         if any(column is None for column in columns):
             return None
-        values = list(chain.from_iterable(columns))
+        values = list(chain.from_iterable(cast(list[list[Any]], columns)))  # none is None (checked above)
         kinds = set(map(type, values))
         if len(kinds) != 1:
             return None

@@ -14,6 +14,7 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.worker.coordinator.comm_coordinator import learn_task_payload, to_jsonable
 from ding.worker.coordinator.coordinator import Coordinator
 from ding.worker.learner.comm import FlaskFileSystemLearner
+from ding.worker.learner.comm.batch_loader import BatchLoader
 from ding.worker.learner.comm.learn_task_data import METADATA_FIELDS
 from tests.helpers.comm_learner import (
     BATCH,
@@ -29,17 +30,27 @@ from tests.helpers.comm_learner import (
 from tests.helpers.toy_workers import ToyCollectorSlave, ToyLearnerSlave, toy_config
 
 
-class RecordingLearner(FlaskFileSystemLearner):
-    """The comm learner, keeping every batch it built (what the policy trains on)."""
+class RecordingLoader(BatchLoader):
+    """Keeps every batch it built (what the policy trains on)."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def __init__(self, pool, logger):
+        super().__init__(pool, logger)
         self.batches = []
 
-    def _load_batch(self, run, metadata):
-        loaded = super()._load_batch(run, metadata)
+    def load_batch(self, run, metadata):
+        loaded = super().load_batch(run, metadata)
         self.batches.append(loaded[0])
         return loaded
+
+
+class RecordingLearner(FlaskFileSystemLearner):
+    """The comm learner, keeping every batch it built."""
+
+    batch_loader_cls = RecordingLoader
+
+    @property
+    def batches(self):
+        return self.batch_loader.batches
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from ding.worker.learner.comm import FlaskFileSystemLearner
+from ding.worker.learner.comm.batch_loader import BatchLoader
 from tests.helpers.comm_learner import BATCH, comm_config, failed, ok, serving, start_task, write_sample_file
 
 
@@ -45,19 +46,25 @@ def test_several_batches_per_demand_one_info_per_iteration(conn, comm, workdir):
     assert closed['last_iter'] == 10 and closed['learn_infos'] == 10
 
 
+class SlowDiskLoader(BatchLoader):
+    """Reading a batch's sample files takes 0.2 s (a slow shared file system)."""
+
+    def load_batch(self, run, metadata):
+        time.sleep(0.2)
+        return super().load_batch(run, metadata)
+
+    def load_group(self, run, batches):  # a learn task's batches built at once read their files at once
+        time.sleep(0.2)
+        return super().load_group(run, batches)
+
+
 class SlowDiskLearner(FlaskFileSystemLearner):
-    """A comm learner on a slow shared file system: reading a batch's sample files takes 0.2 s.
+    """A comm learner on a slow shared file system.
 
     Then each iteration trains (and its learn info is queued) before the loader, still reading, issues the
     next demand: the order in which the run's last learn info once got lost (issue 4)."""
 
-    def _load_batch(self, run, metadata):
-        time.sleep(0.2)
-        return super()._load_batch(run, metadata)
-
-    def _load_group(self, run, batches):  # a learn task's batches built at once read their files at once
-        time.sleep(0.2)
-        return super()._load_group(run, batches)
+    batch_loader_cls = SlowDiskLoader
 
 
 @pytest.fixture(params=['local_disk', 'slow_disk'])

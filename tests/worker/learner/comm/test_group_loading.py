@@ -8,6 +8,7 @@ import torch
 
 from ding.worker.coordinator.comm_coordinator import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
+from ding.worker.learner.comm.batch_loader import BatchLoader
 from ding.worker.learner.comm.learn_task_data import (
     DataIdRows,
     data_id_bound,
@@ -19,25 +20,37 @@ from ding.worker.learner.comm.learn_task_data import (
 from tests.helpers.comm_learner import BATCH, comm_config, ok, serving, start_task, write_sample_file
 
 
-class GroupRecordingLearner(FlaskFileSystemLearner):
-    """The comm learner, recording each learn task it built in one go, next to what building each of its batches
-    on its own gives; and how many batches were built one at a time."""
+class GroupRecordingLoader(BatchLoader):
+    """Records each learn task built in one go, next to what building each of its batches on its own gives;
+    and how many batches were built one at a time."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def __init__(self, pool, logger):
+        super().__init__(pool, logger)
         self.groups, self.one_at_a_time = [], 0
 
-    def _load_group(self, run, batches):
-        built = super()._load_group(run, batches)
+    def load_group(self, run, batches):
+        built = super().load_group(run, batches)
         if built is not batches:
-            self.groups.append(
-                ([b.loaded for b in built], [super(GroupRecordingLearner, self)._load_batch(run, b) for b in batches])
-            )
+            self.groups.append(([b.loaded for b in built], [BatchLoader.load_batch(self, run, b) for b in batches]))
         return built
 
-    def _load_batch(self, run, metadata):
+    def load_batch(self, run, metadata):
         self.one_at_a_time += 1
-        return super()._load_batch(run, metadata)
+        return super().load_batch(run, metadata)
+
+
+class GroupRecordingLearner(FlaskFileSystemLearner):
+    """The comm learner with a ``GroupRecordingLoader`` (``comm.groups``, ``comm.one_at_a_time``)."""
+
+    batch_loader_cls = GroupRecordingLoader
+
+    @property
+    def groups(self):
+        return self.batch_loader.groups
+
+    @property
+    def one_at_a_time(self):
+        return self.batch_loader.one_at_a_time
 
 
 def _same(a, b):

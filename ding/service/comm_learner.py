@@ -1,0 +1,100 @@
+"""The run service of a parallel learner process (``CommLearnerService``): attached to the comm learner from
+above (``ding.entry.parallel_worker``) as a ``LearnerObserver``, so that ``ding.worker`` never imports
+``ding.service``.
+
+When a learner task's config enables the service (``task_info['service']``, the config's ``service``
+section), the first learner built starts one ``ServiceRuntime`` for the process: ``/metrics``, ``/healthz``,
+``/weights/*`` and ``/run/*`` on a free port (the configured port is the coordinator's), its address in
+``./{exp_name}/run_{name}.json``. Each task's learner is attached to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
+
+from .hooks import ServiceRuntime, register_batch_size_attribute, register_loss_weights
+
+_LOG = logging.getLogger('ding.service')
+
+
+def _stop_learner(learner: Any) -> None:
+    # Terminate from run control: the learner leaves its loop after this iteration (its final checkpoint,
+    # written by the control's on_terminate, then holds it); the comm learner ends the task.
+    learner.stop()
+
+
+class CommLearnerService(LearnerObserver):
+    """The run service of one comm learner process (``name``: the worker's name, ``exp_name``: the default
+    experiment directory). ``log`` gets its one-line messages (default: the ``ding.service`` logger)."""
+
+    def __init__(self, name: str, exp_name: str, log: Callable[[str], None] | None = None) -> None:
+        self._name = name
+        self._exp_name = exp_name
+        self._log = log or _LOG.info
+        self._runtime: ServiceRuntime | None = None
+
+    @property
+    def runtime(self) -> ServiceRuntime | None:
+        """The process's ``ServiceRuntime``, None until a task enabled it."""
+        return self._runtime
+
+    def learner_created(self, learner: Any, task_info: dict[str, Any]) -> None:
+        section = task_info.get('service')
+        if not isinstance(section, dict) or not (section.get('enable') or section.get('json_log')):
+            return
+        runtime = self._runtime
+        if runtime is None:
+            runtime = ServiceRuntime(
+                dict(section, port=0),
+                task_info.get('exp_name') or self._exp_name,
+                instance=self._name,
+                log=self._log,
+            )
+            self._runtime = runtime
+        runtime.attach_learner(learner, control_hook=True, on_terminate=_stop_learner)
+        # Tunes the coordinator forwards (it checked them against the config): loss weights the policy keeps,
+        # and batch_size, the size get_data asks the coordinator for from the next demand on.
+        register_loss_weights(runtime.control, learner.policy)
+        register_batch_size_attribute(runtime.control, learner.policy)
+        if runtime.metrics is not None:
+            runtime.metrics.track_hyperparameters(runtime.control.getters())
+        runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
+        runtime.start_server(run_file=f'run_{self._name}.json')
+
+    def tune(self, tune: dict[str, Any]) -> None:
+        # From the coordinator's run control; the learner's RunControlHook applies it between iterations.
+        if self._runtime is not None:
+            self._runtime.control.request_tune(tune, source='coordinator')
+
+    @property
+    def weights_address(self) -> str | None:
+        runtime = self._runtime
+        if runtime is None or runtime.server is None or runtime.weights is None:
+            return None
+        return runtime.server.address
+
+    def close(self) -> None:
+        if self._runtime is not None:
+            self._runtime.close()
+
+
+def attach_comm_learner_service(comm: BaseCommLearner, log: Callable[[str], None] | None = None) -> CommLearnerService:
+    """Give ``comm`` (a comm learner) the run service of its process; returns the observer added."""
+    cfg = comm.cfg
+
+    def log_to_comm(text: str) -> None:  # the comm learner's log once it started, else the service's
+        logger = comm.logger
+        (logger.info if logger is not None else _LOG.info)(text)
+
+    service = CommLearnerService(
+        cfg.get('name', 'learner0'), cfg.get('exp_name', 'default_experiment'), log=log or log_to_comm
+    )
+    comm.add_learner_observer(service)
+    return service
+
+
+__all__ = ['CommLearnerService', 'attach_comm_learner_service']

@@ -1,0 +1,119 @@
+"""Setting up a learner task of the flask_fs comm learner from its start task: the settings its configs give
+(``TaskSettings``) and, for a task moved here from a dead learner, where it resumes (``apply_resume``)."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ding.utils.file_transport import CheckpointError, load_policy
+
+from .learner_run import LearnerRun
+
+
+def check_positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'{what} must be a positive integer, got {value!r}')
+    return value
+
+
+def check_comm_config(cfg: Any) -> None:
+    """Refuse a comm learner config the flask_fs learner cannot run with (``ValueError`` naming the key)."""
+    if cfg.use_distributed:
+        raise ValueError(f"comm learner {cfg.name}: use_distributed=True is not supported by 'flask_fs'")
+    check_positive_int(cfg.send_policy_freq, f'comm learner {cfg.name}: send_policy_freq')
+    interval = cfg.send_policy_min_interval
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval < math.inf:
+        raise ValueError(
+            f'comm learner {cfg.name}: send_policy_min_interval must be a number of seconds >= 0, got {interval!r}'
+        )
+    check_positive_int(cfg.load_workers, f'comm learner {cfg.name}: load_workers')
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """What a start task sets for its run (from its learner config, falling back to the comm learner's)."""
+
+    policy_name: str
+    path_policy: str
+    path_data: str
+    max_staleness: float
+    send_policy_freq: int
+    comm_batches: int
+
+    @classmethod
+    def of(cls, cfg: Any, task_info: dict[str, Any]) -> TaskSettings:
+        """``cfg``: the comm learner's config; ``task_info``: the start task's."""
+        learner_cfg = task_info.get('learner_cfg') or {}
+        if not isinstance(learner_cfg, dict):
+            learner_cfg = {}
+        max_staleness = learner_cfg.get('max_staleness', math.inf)
+        if max_staleness is None:
+            max_staleness = math.inf
+        if isinstance(max_staleness, bool) or not isinstance(max_staleness, (int, float)) or max_staleness < 0:
+            raise ValueError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
+        # DI-engine keeps send_policy_freq in policy.learn.learner; the comm learner config's is the default.
+        freq = learner_cfg.get('send_policy_freq', cfg.send_policy_freq)
+        comm_batches = learner_cfg.get('comm_batches', cfg.comm_batches)
+        instance_name = task_info.get('instance_name') or cfg.name
+        return cls(
+            policy_name=task_info.get('policy_name') or f'policy_{instance_name}',
+            path_policy=task_info.get('path_policy') or cfg.path_policy,
+            path_data=task_info.get('path_data') or cfg.path_data,
+            max_staleness=float(max_staleness),
+            send_policy_freq=check_positive_int(freq, "learner config 'send_policy_freq'"),
+            comm_batches=check_positive_int(comm_batches, "learner config 'comm_batches'"),
+        )
+
+    def new_run(self, task_info: dict[str, Any], learner: Any, logger: Any) -> LearnerRun:
+        """The run of the start task ``task_info`` with its ``learner`` (resumed: see ``apply_resume``)."""
+        run = LearnerRun(
+            task_info['task_id'],
+            learner,
+            self.policy_name,
+            self.path_policy,
+            self.path_data,
+            self.max_staleness,
+            self.comm_batches,
+            task_info['policy'],
+        )
+        apply_resume(run, task_info, logger)
+        return run
+
+
+def apply_resume(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
+    """A resumed task (``task_info['resume']``): a learner that found no checkpoint of this run continues from
+    the weights the dead learner last published; the iterations left are counted from where it resumed."""
+    resume = task_info.get('resume')
+    if not resume:
+        return
+    learner = run.learner
+    if isinstance(resume, dict) and getattr(learner, 'resumed_from', None) is None:
+        _resume_published_weights(run, resume, logger)
+    elif isinstance(resume, dict) and resume.get('policy_name'):
+        run.policy_name = resume['policy_name']
+    run.start_iter = learner.train_iter
+    max_iterations = task_info.get('max_iterations')
+    if max_iterations is not None:
+        learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
+
+
+def _resume_published_weights(run: LearnerRun, resume: dict[str, Any], logger: Any) -> None:
+    if resume.get('policy_name'):
+        run.policy_name = resume['policy_name']
+    path = os.path.join(run.path_policy, run.policy_name + '.safetensors')
+    try:
+        state, policy_iter = load_policy(path)
+        run.learner.policy.load_state_dict({'model': state})
+    except (CheckpointError, KeyError, RuntimeError) as exc:
+        logger.warning(
+            f'learner task {run.task_id}: cannot resume from {path} ({exc}); training starts from fresh weights'
+        )
+        return
+    run.learner.last_iter.update(policy_iter)
+    logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
+
+
+__all__ = ['TaskSettings', 'apply_resume', 'check_comm_config', 'check_positive_int']
