@@ -18,6 +18,10 @@ import os
 import sys
 from typing import Any
 
+import requests
+
+from ding.utils.weights_http import normalize_address
+
 COMMANDS = ('status', 'pause', 'resume', 'tune', 'terminate')
 
 
@@ -29,10 +33,6 @@ class RunServiceClient:
     """Small client of a run's ``/run/*`` endpoints (also usable from Python, e.g. by a coordinator)."""
 
     def __init__(self, address: str, token: str | None = None, timeout: float = 30.0) -> None:
-        import requests
-
-        from ding.service.weights import normalize_address
-
         self.base_url = normalize_address(address)
         self.timeout = timeout
         self._session = requests.Session()
@@ -46,8 +46,6 @@ class RunServiceClient:
     def _call(
         self, method: str, path: str, body: dict[str, Any] | None = None, extra_timeout: float = 0.0
     ) -> tuple[int, dict[str, Any]]:
-        import requests
-
         url = self.base_url + path
         try:
             response = self._session.request(method, url, json=body, timeout=self.timeout + extra_timeout)

@@ -26,10 +26,11 @@ from werkzeug.serving import make_server
 from ding.interaction import config as interaction_config
 from ding.interaction.base.envelope import ResponsibleException, failure_response, success_response
 from ding.interaction.base.server import HttpService, Route, _listen, _QuietRequestHandler, build_app
+from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
 from .metrics import ServiceMetrics
 from .run_control import RunControl, RunStateError, TuneError
-from .weights import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, WeightsStore, etag_matches
+from .weights import WeightsStore
 
 # How long a weights request waits for the loop to publish the weights of its latest iteration.
 WEIGHTS_REFRESH_SECONDS = 2.0
