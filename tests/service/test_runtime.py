@@ -194,3 +194,18 @@ def test_a_coordinator_style_process_serves_run_control_and_polls(tmp_path, monk
     finally:
         http.close()
         runtime.close()
+
+
+def test_prefetch_queue_gauge_follows_the_learner_data_loader(runtime_learner):
+    learner, runtime = runtime_learner(dict(enable=True))
+
+    def prefetch():
+        return sample_value(parse_metrics(runtime.metrics.text().decode()), 'prefetch_queue_size')
+
+    assert prefetch() == 0  # serial mode: no data loader, the documented 0
+    learner.get_data = lambda batch_size: make_batch(0, n=batch_size)  # the parallel learner's data source
+    learner.setup_dataloader()
+    deadline = time.monotonic() + 30
+    while learner.dataloader.queue_size < 2 and time.monotonic() < deadline:  # queue_maxsize defaults to 2
+        time.sleep(0.01)
+    assert prefetch() == 2

@@ -497,6 +497,16 @@ class BaseLearner:
         self._priority_info = value
 
     @property
+    def dataloader(self) -> Any:
+        """The ``AsyncDataLoader`` ``start()`` reads from; None before it is set up (and in serial mode)."""
+        return self._dataloader
+
+    @property
+    def last_checkpoint(self) -> tuple[int, str] | None:
+        """``(iteration, path)`` of the newest checkpoint this learner wrote, or None."""
+        return self._last_ckpt
+
+    @property
     def last_iter(self) -> CountVar:
         return self._last_iter
 
