@@ -20,7 +20,8 @@ from .learner_hooks import MetricsHook, PublishWeightsHook, RunControlHook, mode
 from .metrics import ServiceMetrics
 from .run_control import TERMINATED, RunControl
 from .run_file import RUN_FILE, new_run_id, read_run_file, write_run_file
-from .tunables import TuneCheck, register_learning_rate
+from .tunables import register_learning_rate
+from .tune_bounds import TuneCheck
 from .weights import WeightsStore
 
 

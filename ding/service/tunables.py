@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ding.rl_utils import get_epsilon_greedy_fn
 from ding.worker.learner.nan_guard import DEFAULT_OPTIMIZER_NAMES
 
-TuneCheck = Callable[[Any, Mapping[str, Any]], 'str | None']
+from .tune_bounds import TuneCheck
 
 
 class TunableRegistry(Protocol):
