@@ -220,9 +220,9 @@ def run(argv: list[str]) -> int:
             data = client.tune(changes, args.wait)
     except CtlError as exc:
         print(f'ding ctl: {exc}', file=sys.stderr)
-        data = getattr(exc, 'data', None)
-        if args.json and data:
-            print(json.dumps(data, indent=1))
+        refusal = getattr(exc, 'data', None)
+        if args.json and refusal:
+            print(json.dumps(refusal, indent=1))
         return 1
     finally:
         client.close()

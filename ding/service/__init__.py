@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from easydict import EasyDict
 
+from ding.config.errors import ConfigError
 from ding.utils.lazy_import import lazy_exports
 
 SERVICE_DEFAULTS = dict(
@@ -45,8 +46,6 @@ SERVICE_DEFAULTS = dict(
 
 
 def _error(message: str) -> Exception:
-    from ding.config.errors import ConfigError
-
     return ConfigError(message)
 
 

@@ -15,6 +15,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Enum,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
 # Buckets: sampling from a local buffer takes micro- to milliseconds, from a remote one up to seconds.
 SAMPLE_LATENCY_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CHECKPOINT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -35,8 +47,6 @@ class ServiceMetrics:
     """
 
     def __init__(self, run_id: str = '', exp_name: str = '', worker: str = 'learner', config_hash: str = '') -> None:
-        from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
-
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.run_info = Info('ding_run', 'Identity of this training run', registry=r)
@@ -208,14 +218,10 @@ class ServiceMetrics:
     # ---- reading -------------------------------------------------------------------------------------------
     def text(self) -> bytes:
         """The Prometheus text exposition of this run's registry."""
-        from prometheus_client import generate_latest
-
         return generate_latest(self.registry)
 
     @property
     def content_type(self) -> str:
-        from prometheus_client import CONTENT_TYPE_LATEST
-
         return CONTENT_TYPE_LATEST
 
     # ---- the process's active run -------------------------------------------------------------------------
@@ -257,8 +263,6 @@ def inc_nan_guard_event(kind: str = 'skipped_step', n: int = 1) -> None:
 
 def parse_metrics(text: str) -> dict[str, dict[tuple, float]]:
     """``{sample name: {sorted label items: value}}`` from Prometheus text (for tests and ``ding ctl``)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     out: dict[str, dict[tuple, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

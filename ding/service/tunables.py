@@ -154,10 +154,13 @@ def register_serial_tunables(registry: TunableRegistry, cfg: Any, policy: Any, w
 
             return set_
 
+        def getter(field: str) -> Callable[[], Any]:
+            return lambda: eps_cfg[field]
+
         for field in ('start', 'end', 'decay'):
             registry.register_tunable(
                 f'eps.{field}',
-                lambda f=field: eps_cfg[f],
+                getter(field),
                 setter(field),
                 check_eps if field in ('start', 'end') else None,
             )

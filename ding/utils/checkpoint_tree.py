@@ -68,9 +68,9 @@ class StateFlattener:
         # Tied weights show up as distinct objects viewing the same memory (state_dict() detaches each
         # parameter anew): store them once and let the skeleton reference the name twice, like torch.save.
         alias = (t.device, t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
-        name = self._aliases.get(alias)
-        if name is not None:
-            return name
+        known = self._aliases.get(alias)
+        if known is not None:
+            return known
         self._alive.append(t)
         t = prepare_tensor(t, self._storages)
         name = self._unique_name(path)

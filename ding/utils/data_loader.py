@@ -146,7 +146,11 @@ class AsyncDataLoader:
                 item = state.out_queue.get(timeout=POLL_S)
             except queue.Empty:
                 err = state.dead_process_error()
-                if err is None and not state.thread.is_alive() and state.out_queue.empty():
+                if (
+                    err is None
+                    and not (state.thread is not None and state.thread.is_alive())
+                    and state.out_queue.empty()
+                ):
                     err = DataLoaderError('data loader producer thread exited without a batch or an error')
                 continue
             if not isinstance(item, Failure):

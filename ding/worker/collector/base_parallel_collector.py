@@ -375,7 +375,7 @@ class BaseParallelCollector(ABC):
         duration = max(end - start, 1e-9)
         if returns:
             arr = np.asarray(returns, dtype=np.float64)
-            rewards = {
+            rewards: dict[str, float | None] = {
                 'reward_mean': float(arr.mean()),
                 'reward_std': float(arr.std()),
                 'reward_max': float(arr.max()),

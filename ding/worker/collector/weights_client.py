@@ -126,7 +126,7 @@ class WeightsClient:
         claimed = (response.headers.get(HEADER_SHA256) or '').strip().lower()
         version_text = response.headers.get(HEADER_VERSION)
         try:
-            version = int(version_text)
+            version = int(version_text or '')
         except (TypeError, ValueError):
             self._fail(f'GET {url}: header {HEADER_VERSION} is {version_text!r}, not an integer')
             return None
@@ -201,6 +201,7 @@ class WeightsFollower:
         state_dict, version, sha = got
         current = self.policy.state_dict()
         missing = sorted(k for k in state_dict if k not in current)
+        problem: str | None
         if missing:
             problem = f'the policy has no {missing}'
         else:
