@@ -185,9 +185,6 @@ class ServiceMetrics:
                 self.env_steps.inc(delta)
                 self._env_steps_seen = int(total)
 
-    def set_prefetch_queue_size(self, n: int) -> None:
-        self.prefetch_queue.set(n)
-
     def track_prefetch_queue(self, fn: Callable[[], float]) -> None:
         """Read the queue size from ``fn`` at every scrape (e.g. ``lambda: loader.qsize()``)."""
         self.prefetch_queue.set_function(_safe(fn))
