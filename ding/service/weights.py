@@ -7,7 +7,7 @@ checkpoints and policy files use too. Nested state dicts (``{'model': {'fc.weigh
 flat under ``'model/fc.weight'``.
 
 The client side (``WeightsClient``, ``WeightsFollower``) lives below the workers, in
-``ding.worker.collector.weights_client``; its names are re-exported here, where the docs name them.
+``ding.worker.collector.weights_client``; its names also load from here (on first use), where the docs name them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ding.utils.lazy_import import lazy_exports
 from ding.utils.state_dict_codec import (
     WEIGHTS_FORMAT,
     WeightsError,
@@ -29,17 +30,20 @@ from ding.utils.state_dict_codec import (
     unflatten_state_dict,
 )
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches, normalize_address
-from ding.worker.collector.weights_client import (
-    POLICY_TRANSPORTS,
-    WeightsClient,
-    WeightsFollower,
-    check_compatible,
-    check_policy_transport,
-)
 
 FORMAT = WEIGHTS_FORMAT
 
 _LOG = logging.getLogger('ding.service.weights')
+
+# The client side, where the docs name it; loaded on first use so the server side does not import the
+# collectors package and requests.
+_CLIENT = 'ding.worker.collector.weights_client'
+__getattr__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        ('WeightsClient', 'WeightsFollower', 'check_compatible', 'check_policy_transport', 'POLICY_TRANSPORTS'), _CLIENT
+    ),
+)
 
 
 # ---- server side ---------------------------------------------------------------------------------------
@@ -135,20 +139,15 @@ class WeightsStore:
 __all__ = [
     'WeightsStore',
     'PublishedWeights',
-    'WeightsClient',
-    'WeightsFollower',
     'WeightsError',
     'serialize_weights',
     'deserialize_weights',
     'flatten_state_dict',
     'unflatten_state_dict',
     'etag_matches',
-    'check_compatible',
-    'check_policy_transport',
     'normalize_address',
     'HEADER_VERSION',
     'HEADER_SHA256',
-    'POLICY_TRANSPORTS',
     'CONTENT_TYPE',
     'FORMAT',
     'sha256_hex',
