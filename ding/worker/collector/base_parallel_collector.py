@@ -18,7 +18,6 @@ does not wait for a collect call or an evaluation to complete.
 from __future__ import annotations
 
 import copy
-import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -27,11 +26,11 @@ from typing import Any
 import numpy as np
 from easydict import EasyDict
 
-from ding.utils.checkpoint import CheckpointError
 from ding.utils.log_helper import build_logger, close_logger
 
+from .policy_updater import PolicyUpdater
 from .task_threads import ChunkWriter, CollectorStopped, EnvStepObserver
-from .weights_client import WeightsClient, WeightsFollower, check_policy_transport, state_dict_mismatch
+from .weights_client import check_policy_transport, state_dict_mismatch
 
 
 def _not_attached(name: str) -> Any:
@@ -82,17 +81,15 @@ class BaseParallelCollector(ABC):
         self._instance_name = str(merged.get('instance_name') or 'collector0')
         self._exp_name = str(merged.get('exp_name') or 'default_experiment')
         self._path_policy = merged.get('path_policy') or None
-        self._update_policy_second = float(merged.update_policy_second)
-        if not self._update_policy_second >= 0:
+        update_policy_second = float(merged.update_policy_second)
+        if not update_policy_second >= 0:
             raise ValueError(
                 f'parallel collector {self._instance_name}: update_policy_second must be >= 0, '
                 f'got {merged.update_policy_second!r}'
             )
-        self._policy_transport = check_policy_transport(
+        policy_transport = check_policy_transport(
             merged.get('policy_transport') or 'fs', f'parallel collector {self._instance_name}: policy_transport'
         )
-        self._weights_address = merged.get('weights_address') or None
-        self._weights_follower: Any = None
         self._prefix = (
             f'[{"EVALUATOR" if self._eval_flag else "COLLECTOR"} {self._instance_name}] task {self._task_id}:'
         )
@@ -104,6 +101,14 @@ class BaseParallelCollector(ABC):
         else:
             self._own_logger = False
         self._logger = logger
+        self._weights = PolicyUpdater(
+            policy_transport,
+            update_policy_second,
+            self._path_policy,
+            merged.get('weights_address') or None,
+            logger,
+            self._prefix,
+        )
 
         # The transport; bound by the comm collector.
         self.send_metadata = _not_attached('send_metadata')
@@ -119,7 +124,6 @@ class BaseParallelCollector(ABC):
         self._error: str | None = None
         self._policy_iter = 0
         self._policy_loads = 0
-        self._last_policy_check = -math.inf
         self._writer: ChunkWriter | None = None
         self._produced_count = 0  # samples handed to the writer
         self._sample_count = 0  # samples whose metadata reached the comm collector
@@ -224,8 +228,7 @@ class BaseParallelCollector(ABC):
         if self._resources_closed:
             return
         self._resources_closed = True
-        if self._weights_follower is not None:
-            self._weights_follower.client.close()
+        self._weights.close()
         try:
             self._close_resources()
         except Exception as exc:  # the task is over anyway; say why the close was not clean
@@ -243,80 +246,13 @@ class BaseParallelCollector(ABC):
 
     # ---- policy weights ------------------------------------------------------------------------------------
     def _update_policy(self, force: bool = False) -> bool:
-        """Load newer weights from ``path_policy`` at most every ``update_policy_second``; True if loaded.
-
-        A missing, truncated, corrupt or mismatched file is logged with its path and skipped: the policy
-        keeps acting with its last good weights (the comm collector reports each file version once).
-        """
-        now = time.monotonic()
-        if not force and now - self._last_policy_check < self._update_policy_second:
+        """Load newer weights (see :class:`PolicyUpdater`) at most every ``update_policy_second``; True if
+        loaded. On any failure the policy keeps acting with its last good weights."""
+        version = self._weights.update(self._policy, self._policy_iter, self.get_policy_update_info, force)
+        if version is None:
             return False
-        self._last_policy_check = now
-        if self._policy_transport == 'http':
-            return self._update_policy_http()
-        path = self._path_policy
-        if not path:
-            return False
-        try:
-            info = self.get_policy_update_info(path)
-        except FileNotFoundError as exc:  # normal until the learner publishes its first weights
-            self._logger.info(
-                f'{self._prefix} policy file {path} skipped ({exc}); acting with the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        except (CheckpointError, OSError, ValueError, KeyError) as exc:
-            self._logger.warning(
-                f'{self._prefix} policy file {path} skipped ({exc}); keeping the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        if info is None:
-            return False
-        state, policy_iter = info['model'], int(info['iter'])
-        reference = self._policy.state_dict()['model']
-        problem = state_dict_mismatch(reference, state)
-        if problem is None:
-            try:
-                self._policy.load_state_dict({'model': state})
-            except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-                problem = f'{type(exc).__name__}: {exc}'
-        if problem is not None:
-            self._logger.warning(
-                f'{self._prefix} policy file {path} skipped: {problem}; keeping the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        self._policy_iter = policy_iter
+        self._policy_iter = version
         self._policy_loads += 1
-        self._logger.info(f'{self._prefix} loaded policy_iter {policy_iter} from {path}')
-        return True
-
-    def _update_policy_http(self) -> bool:
-        """``policy_transport='http'``: fetch newer weights from the learner's ``/weights/current``; the
-        client checks the sha256, the follower keys / shapes / dtypes; on any failure the policy keeps
-        its last good weights."""
-        if not self._weights_address:
-            self._logger.warning(
-                f'{self._prefix} policy_transport is http but no weights_address is known '
-                f'(is the service enabled?); acting with the weights of policy_iter '
-                f'{self._policy_iter}'
-            )
-            return False
-        if self._weights_follower is None:
-            client = WeightsClient(self._weights_address, timeout=max(1.0, min(10.0, self._update_policy_second * 2)))
-            self._weights_follower = WeightsFollower(client, self._policy)
-        follower = self._weights_follower
-        if not follower.sync():
-            if follower.client.last_status != 'not_modified':
-                self._logger.warning(
-                    f'{self._prefix} weights from {self._weights_address} skipped '
-                    f'({follower.last_error}); keeping the weights of policy_iter {self._policy_iter}'
-                )
-            return False
-        self._policy_iter = int(follower.version)
-        self._policy_loads += 1
-        self._logger.info(f'{self._prefix} loaded policy_iter {self._policy_iter} from {self._weights_address}')
         return True
 
     # ---- samples out ---------------------------------------------------------------------------------------
