@@ -21,7 +21,7 @@ from ding.utils.weights_http import HEADER_SHA256, HEADER_VERSION, etag_matches,
 
 POLICY_TRANSPORTS = ('fs', 'http')
 
-_LOG = logging.getLogger('ding.service.weights')
+_LOG = logging.getLogger('ding.service.weights')  # the name users configure; unchanged since the client moved here
 
 
 def check_policy_transport(value: Any, where: str = 'policy_transport') -> str:
