@@ -16,9 +16,14 @@ flask and prometheus-client, about half a second)::
                                      # start, pause and end, and on demand when /weights/* is read
     )
 
-This package's top level imports nothing heavy; see ``ding.service.hooks`` (runtime and learner hooks),
-``ding.service.http`` (server), ``ding.service.weights`` (``WeightsClient``), ``ding.service.metrics``,
-``ding.service.run_control``, ``ding.service.json_log`` and ``ding.entry.ctl`` (``ding ctl``).
+This package's top level imports nothing heavy. Its modules: ``runtime`` (``ServiceRuntime``: one run's
+parts), ``learner_hooks`` (the hooks that feed them), ``tunables`` (the settings a run offers to tune,
+registered through the runtime so each gets its gauge), ``hooks`` (the serial pipeline's wiring; re-exports
+the names above), ``run_control`` and ``tune_bounds`` (the pause / tune / terminate state machine and what
+may change), ``http`` (the server), ``weights`` (``WeightsStore``, the server side of ``/weights/*``),
+``metrics``, ``json_log`` and ``run_file`` (``run.json``). The weights client lives below the workers in
+``ding.worker.collector.weights_client`` (re-exported by ``ding.service.weights``); ``ding ctl`` is
+``ding.entry.ctl``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, Optional
 
 from easydict import EasyDict
 
+from ding.config.errors import ConfigError
 from ding.utils.lazy_import import lazy_exports
 
 SERVICE_DEFAULTS = dict(
@@ -45,8 +51,6 @@ SERVICE_DEFAULTS = dict(
 
 
 def _error(message: str) -> Exception:
-    from ding.config.errors import ConfigError
-
     return ConfigError(message)
 
 
@@ -108,7 +112,6 @@ _EXPORTS = {
     'TuneError': '.run_control',
     'RunStateError': '.run_control',
     'ServiceMetrics': '.metrics',
-    'inc_nan_guard_event': '.metrics',
     'WeightsStore': '.weights',
     'WeightsClient': '.weights',
     'WeightsFollower': '.weights',

@@ -16,7 +16,8 @@ from typing import Any
 
 from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
 
-from .hooks import ServiceRuntime, register_batch_size_attribute, register_loss_weights
+from .runtime import ServiceRuntime
+from .tunables import register_batch_size_attribute, register_loss_weights
 
 _LOG = logging.getLogger('ding.service')
 
@@ -58,10 +59,8 @@ class CommLearnerService(LearnerObserver):
         runtime.attach_learner(learner, control_hook=True, on_terminate=_stop_learner)
         # Tunes the coordinator forwards (it checked them against the config): loss weights the policy keeps,
         # and batch_size, the size get_data asks the coordinator for from the next demand on.
-        register_loss_weights(runtime.control, learner.policy)
-        register_batch_size_attribute(runtime.control, learner.policy)
-        if runtime.metrics is not None:
-            runtime.metrics.track_hyperparameters(runtime.control.getters())
+        register_loss_weights(runtime, learner.policy)
+        register_batch_size_attribute(runtime, learner.policy)
         runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
         runtime.start_server(run_file=f'run_{self._name}.json')
 

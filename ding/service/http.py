@@ -18,18 +18,22 @@ import math
 import threading
 from collections.abc import Callable
 from enum import IntEnum
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from ding.interaction import config as interaction_config
+from ding.interaction.base.common import connectable_host, random_token
 from ding.interaction.base.envelope import ResponsibleException, failure_response, success_response
 from ding.interaction.base.server import HttpService, Route, _listen, _QuietRequestHandler, build_app
+from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
 from .metrics import ServiceMetrics
 from .run_control import RunControl, RunStateError, TuneError
-from .weights import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, WeightsStore, etag_matches
+from .weights import WeightsStore
+
+_Part = TypeVar('_Part')
 
 # How long a weights request waits for the loop to publish the weights of its latest iteration.
 WEIGHTS_REFRESH_SECONDS = 2.0
@@ -211,8 +215,6 @@ class ServiceServer(HttpService):
     @property
     def address(self) -> str:
         """``host:port`` to reach this server from this machine."""
-        from ding.interaction.base.common import connectable_host
-
         host = connectable_host(self._host)
         return f'[{host}]:{self.port}' if ':' in host else f'{host}:{self.port}'
 
@@ -243,9 +245,16 @@ class ServiceServer(HttpService):
                 self.control.record_event('auth_failed', path=request.path)
             _refuse(ServiceErrorCode.TOKEN_NOT_MATCH, 403, "token does not match this run's token")
 
+    @staticmethod
+    def _mounted(part: _Part | None) -> _Part:
+        """A part whose routes are being served; routes are mounted only for the parts given."""
+        if part is None:
+            raise RuntimeError('run service: a route was served for a part this server was not given')
+        return part
+
     # ---- /run/* ----------------------------------------------------------------------------------------
     def _api_status(self) -> dict[str, Any]:
-        data = self.control.status()
+        data = self._mounted(self.control).status()
         data.update(self.info)
         return success_response(data)
 
@@ -253,7 +262,7 @@ class ServiceServer(HttpService):
         self._check_run_token()
         wait = _wait_seconds(_json_body())
         try:
-            data = self.control.request_pause(wait=wait)
+            data = self._mounted(self.control).request_pause(wait=wait)
         except RunStateError as err:
             _refuse(ServiceErrorCode.RUN_STATE_CONFLICT, 409, err.message, {'state': err.state})
         message = 'Paused.' if data['state'] == 'paused' else 'Pause requested; the in-flight iteration is draining.'
@@ -263,7 +272,7 @@ class ServiceServer(HttpService):
         self._check_run_token()
         _json_body()
         try:
-            data = self.control.request_resume()
+            data = self._mounted(self.control).request_resume()
         except RunStateError as err:
             _refuse(ServiceErrorCode.RUN_STATE_CONFLICT, 409, err.message, {'state': err.state})
         return success_response(data, 'Running.')
@@ -276,11 +285,11 @@ class ServiceServer(HttpService):
             _refuse(
                 ServiceErrorCode.REQUEST_INVALID,
                 400,
-                f"tune body must hold 'changes': {{KEY: VALUE, ...}}; tunable keys: {self.control.tunable_keys}",
+                f"tune body must hold 'changes': {{KEY: VALUE, ...}}; tunable keys: {self._mounted(self.control).tunable_keys}",
             )
         wait = _wait_seconds(body)
         try:
-            data = self.control.request_tune(changes, wait=wait)
+            data = self._mounted(self.control).request_tune(changes, wait=wait)
         except TuneError as err:
             code, status = _TUNE_CODES.get(err.reason, (ServiceErrorCode.TUNE_INVALID, 400))
             _refuse(
@@ -302,7 +311,7 @@ class ServiceServer(HttpService):
         self._check_run_token()
         wait = _wait_seconds(_json_body())
         try:
-            data = self.control.request_terminate(wait=wait)
+            data = self._mounted(self.control).request_terminate(wait=wait)
         except RunStateError as err:
             _refuse(ServiceErrorCode.RUN_STATE_CONFLICT, 409, err.message, {'state': err.state})
         message = 'Terminated.' if data['state'] == 'terminated' else 'Terminate requested.'
@@ -310,13 +319,13 @@ class ServiceServer(HttpService):
 
     # ---- /weights/* ------------------------------------------------------------------------------------
     def _api_weights_meta(self) -> dict[str, Any]:
-        current = self.weights.fresh(WEIGHTS_REFRESH_SECONDS)
+        current = self._mounted(self.weights).fresh(WEIGHTS_REFRESH_SECONDS)
         if current is None:
             _refuse(ServiceErrorCode.WEIGHTS_NOT_PUBLISHED, 503, 'no weights have been published yet')
         return success_response(current.meta())
 
     def _raw_weights_current(self) -> Response:
-        current = self.weights.fresh(WEIGHTS_REFRESH_SECONDS)
+        current = self._mounted(self.weights).fresh(WEIGHTS_REFRESH_SECONDS)
         if current is None:
             return _envelope(
                 failure_response(ServiceErrorCode.WEIGHTS_NOT_PUBLISHED, 'no weights have been published yet'),
@@ -335,7 +344,9 @@ class ServiceServer(HttpService):
 
     # ---- /metrics, /healthz ----------------------------------------------------------------------------
     def _raw_metrics(self) -> Response:
-        return Response(self.metrics.text(), status=200, content_type=self.metrics.content_type)
+        return Response(
+            self._mounted(self.metrics).text(), status=200, content_type=self._mounted(self.metrics).content_type
+        )
 
     def _raw_healthz(self) -> Response:
         if self.control is None:
@@ -364,8 +375,6 @@ def serve(
     Control routes need ``token`` (one is generated when None; read it back from ``server.token``).
     """
     if control is not None and not token:
-        from ding.interaction.base.common import random_token
-
         token = random_token(16)
     server = ServiceServer(host, port, token, control, metrics, weights, info)
     server.start()

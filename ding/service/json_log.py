@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 EVENTS_FILE = 'events.jsonl'
 
@@ -66,7 +66,7 @@ class JsonEventLog:
         directory = os.path.dirname(path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        self._file = open(path, 'a', encoding='utf-8', buffering=1)  # line-buffered: one write per event
+        self._file: TextIO | None = open(path, 'a', encoding='utf-8', buffering=1)  # line-buffered: one write per event
 
     def emit(self, event: str, iteration: int | None = None, **fields: Any) -> dict[str, Any]:
         """Write one event line and return the record."""

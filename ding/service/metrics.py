@@ -5,7 +5,7 @@ is imported when a ``ServiceMetrics`` is built, so importing this module stays c
 imports it to report its events).
 
 Other components report through small functions that do nothing when no run has metrics:
-``inc_nan_guard_event(kind, n)`` (the learner's NaN guard) counts ``nan_guard_events_total{kind}``.
+``ServiceMetrics.nan_guard_event(kind, n)``, a NaN-guard listener, counts ``nan_guard_events_total{kind}``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Enum,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
 # Buckets: sampling from a local buffer takes micro- to milliseconds, from a remote one up to seconds.
 SAMPLE_LATENCY_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CHECKPOINT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -22,9 +34,6 @@ CHECKPOINT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 POLICY_LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 RUN_STATES = ('running', 'pausing', 'paused', 'terminating', 'terminated', 'finished')
-
-_active_lock = threading.Lock()
-_active: ServiceMetrics | None = None
 
 
 class ServiceMetrics:
@@ -35,8 +44,6 @@ class ServiceMetrics:
     """
 
     def __init__(self, run_id: str = '', exp_name: str = '', worker: str = 'learner', config_hash: str = '') -> None:
-        from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
-
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.run_info = Info('ding_run', 'Identity of this training run', registry=r)
@@ -175,9 +182,6 @@ class ServiceMetrics:
                 self.env_steps.inc(delta)
                 self._env_steps_seen = int(total)
 
-    def set_prefetch_queue_size(self, n: int) -> None:
-        self.prefetch_queue.set(n)
-
     def track_prefetch_queue(self, fn: Callable[[], float]) -> None:
         """Read the queue size from ``fn`` at every scrape (e.g. ``lambda: loader.qsize()``)."""
         self.prefetch_queue.set_function(_safe(fn))
@@ -208,29 +212,11 @@ class ServiceMetrics:
     # ---- reading -------------------------------------------------------------------------------------------
     def text(self) -> bytes:
         """The Prometheus text exposition of this run's registry."""
-        from prometheus_client import generate_latest
-
         return generate_latest(self.registry)
 
     @property
     def content_type(self) -> str:
-        from prometheus_client import CONTENT_TYPE_LATEST
-
         return CONTENT_TYPE_LATEST
-
-    # ---- the process's active run -------------------------------------------------------------------------
-    def activate(self) -> ServiceMetrics:
-        """Make this the run that module-level reporters (``inc_nan_guard_event``) count into."""
-        global _active
-        with _active_lock:
-            _active = self
-        return self
-
-    def deactivate(self) -> None:
-        global _active
-        with _active_lock:
-            if _active is self:
-                _active = None
 
 
 def _safe(fn: Callable[[], Any]) -> Callable[[], float]:
@@ -243,22 +229,8 @@ def _safe(fn: Callable[[], Any]) -> Callable[[], float]:
     return read
 
 
-def active_metrics() -> ServiceMetrics | None:
-    """The metrics of the run active in this process, or None."""
-    return _active
-
-
-def inc_nan_guard_event(kind: str = 'skipped_step', n: int = 1) -> None:
-    """Count ``n`` NaN-guard events of ``kind`` in the active run's metrics (no-op without one)."""
-    metrics = _active
-    if metrics is not None:
-        metrics.nan_guard_event(kind, n)
-
-
 def parse_metrics(text: str) -> dict[str, dict[tuple, float]]:
     """``{sample name: {sorted label items: value}}`` from Prometheus text (for tests and ``ding ctl``)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     out: dict[str, dict[tuple, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -274,4 +246,4 @@ def sample_value(parsed: dict[str, dict[tuple, float]], name: str, **labels: Any
     return series.get(tuple(sorted((k, str(v)) for k, v in labels.items())))
 
 
-__all__ = ['ServiceMetrics', 'active_metrics', 'inc_nan_guard_event', 'parse_metrics', 'sample_value', 'RUN_STATES']
+__all__ = ['ServiceMetrics', 'parse_metrics', 'sample_value', 'RUN_STATES']

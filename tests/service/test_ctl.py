@@ -1,6 +1,8 @@
 """``ding ctl`` against a real run service on 127.0.0.1 (the CLI's own entry point, in-process)."""
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -98,3 +100,24 @@ def test_parse_assignment():
     assert parse_assignment('learning_rate=1e-4') == ('learning_rate', 1e-4)
     assert parse_assignment(' update_per_collect = 4 ') == ('update_per_collect', 4)
     assert parse_assignment('eps.type=linear') == ('eps.type', 'linear')
+
+
+CTL_PROGRAM = """
+import json, sys, time
+start = time.perf_counter()
+from ding.entry.cli import main
+rc = main(['ctl', 'status', '--json', '--address', sys.argv[1]])
+print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules, 'seconds': time.perf_counter() - start}))
+"""
+
+
+def test_ctl_does_not_import_torch(run):
+    """``ding ctl`` must start fast: nothing on its path imports torch (seconds per call otherwise)."""
+    server = run[0]
+    done = subprocess.run(
+        [sys.executable, '-c', CTL_PROGRAM, server.address], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result['rc'] == 0, done.stdout
+    assert result['torch'] is False, 'ding ctl imported torch'

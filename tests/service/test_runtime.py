@@ -10,9 +10,10 @@ from ding.config import ConfigError
 from ding.service import SERVICE_DEFAULTS, check_service_config
 from ding.service.hooks import ServiceRuntime, read_run_file
 from ding.service.json_log import JsonEventLog, read_events
-from ding.service.metrics import active_metrics, inc_nan_guard_event, parse_metrics, sample_value
+from ding.service.metrics import parse_metrics, sample_value
 from ding.service.weights import WeightsClient
 from ding.worker.learner import BaseLearner
+from ding.worker.learner.nan_guard_settings import publish_event
 from tests.helpers.service import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
 
 
@@ -62,8 +63,7 @@ def test_hooks_feed_metrics_weights_and_checkpoint_timing(runtime_learner):
         got = WeightsClient(runtime.server.address).fetch()
         assert got is not None and got[1] == 6
 
-        inc_nan_guard_event('rollback')
-        assert active_metrics() is runtime.metrics
+        publish_event('rollback')  # what a learner's NaN guard does on a rollback
         assert (
             sample_value(
                 parse_metrics(http.get(runtime.server.url + '/metrics').text), 'nan_guard_events_total', kind='rollback'
@@ -194,3 +194,18 @@ def test_a_coordinator_style_process_serves_run_control_and_polls(tmp_path, monk
     finally:
         http.close()
         runtime.close()
+
+
+def test_prefetch_queue_gauge_follows_the_learner_data_loader(runtime_learner):
+    learner, runtime = runtime_learner(dict(enable=True))
+
+    def prefetch():
+        return sample_value(parse_metrics(runtime.metrics.text().decode()), 'prefetch_queue_size')
+
+    assert prefetch() == 0  # serial mode: no data loader, the documented 0
+    learner.get_data = lambda batch_size: make_batch(0, n=batch_size)  # the parallel learner's data source
+    learner.setup_dataloader()
+    deadline = time.monotonic() + 30
+    while learner.dataloader.queue_size < 2 and time.monotonic() < deadline:  # queue_maxsize defaults to 2
+        time.sleep(0.01)
+    assert prefetch() == 2

@@ -18,8 +18,6 @@ does not wait for a collect call or an evaluation to complete.
 from __future__ import annotations
 
 import copy
-import math
-import queue
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -28,154 +26,11 @@ from typing import Any
 import numpy as np
 from easydict import EasyDict
 
-from ding.utils.checkpoint import CheckpointError
+from ding.utils.log_helper import build_logger, close_logger
 
-from .base_serial_collector import episode_return_of
-
-
-class CollectorStopped(Exception):
-    """Raised from env stepping once the task is closed; it unwinds a running collect or eval call."""
-
-
-class EnvStepObserver:
-    """Env manager proxy handed to the serial collector / evaluator in place of the manager.
-
-    ``step`` counts the env steps (abnormal ones excluded), the finished episodes and their
-    ``eval_episode_return``; every other attribute is the manager's. Once ``stop_event`` is set the next
-    ``step`` raises :class:`CollectorStopped` instead of stepping.
-    """
-
-    def __init__(self, env: Any, stop_event: threading.Event) -> None:
-        self._env = env
-        self._stop_event = stop_event
-        self.step_count = 0
-        self.episode_count = 0
-        self.episode_returns: list[float] = []
-
-    def rebind(self, stop_event: threading.Event) -> None:
-        """Serve a new task: its stop event, counters from zero (the envs go on where they were)."""
-        self._stop_event = stop_event
-        self.step_count = 0
-        self.episode_count = 0
-        self.episode_returns = []
-
-    def step(self, actions: dict[int, Any]) -> dict[int, Any]:
-        if self._stop_event.is_set():
-            raise CollectorStopped()
-        timesteps = self._env.step(actions)
-        steps = 0
-        for timestep in timesteps.values():
-            info = timestep.info
-            if info.get('abnormal', False):
-                continue
-            steps += 1
-            if timestep.done:
-                self.episode_count += 1
-                ret = episode_return_of(info)
-                if ret is not None:
-                    self.episode_returns.append(ret)
-        self.step_count += steps
-        return timesteps
-
-    @property
-    def env(self) -> Any:
-        """The wrapped env manager."""
-        return self._env
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not found on the proxy: everything else is the manager's.
-        if name.startswith('__') or name in ('_env', '_stop_event'):
-            raise AttributeError(name)
-        return getattr(self._env, name)
-
-
-class ChunkWriter:
-    """Runs ``write(chunk)`` for each chunk on its own thread; ``put`` runs at most ``max_pending`` chunks ahead.
-
-    ``put`` waits while that many chunks are pending (the collector never runs far ahead of the disk or the
-    coordinator) and raises :class:`CollectorStopped` once ``stop_event`` is set. An exception in ``write``
-    ends the thread; the next ``put`` or ``finish`` raises it on the caller's thread. ``write`` raising
-    ``CollectorStopped`` just ends the thread (the task was closed).
-    """
-
-    _END = object()
-
-    def __init__(self, write: Any, stop_event: threading.Event, name: str, max_pending: int = 1) -> None:
-        self._write = write
-        self._stop_event = stop_event
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
-        self._abort = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
-
-    def put(self, chunk: Any) -> None:
-        self._offer(chunk)
-
-    def finish(self, timeout: float | None = None) -> None:
-        """Write what is pending, then end the thread; raises the error of a failed write."""
-        self._offer(self._END)
-        self._thread.join(timeout)
-        self._raise_error()
-
-    def close(self, timeout: float | None = None) -> bool:
-        """End the thread without writing what is pending (the chunk being written completes); True once ended."""
-        self._abort.set()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f'writing samples failed: {type(self._error).__name__}: {self._error}') from self._error
-
-    def _offer(self, item: Any) -> None:
-        while True:
-            if self._stop_event.is_set() or self._abort.is_set() or not self._thread.is_alive():
-                self._raise_error()  # the thread ended because a write failed: say why
-                raise CollectorStopped()
-            try:
-                self._queue.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def _loop(self) -> None:
-        while not (self._stop_event.is_set() or self._abort.is_set()):
-            try:
-                item = self._queue.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if item is self._END:
-                return
-            try:
-                self._write(item)
-            except CollectorStopped:
-                return
-            except BaseException as exc:  # noqa: B902 -- handed to the collector thread
-                self._error = exc
-                return
-
-
-def state_dict_mismatch(reference: dict[str, Any], state: Any) -> str | None:
-    """Why ``state`` cannot replace ``reference`` (a model state dict) in place; None when it can.
-
-    ``load_state_dict`` copies tensor by tensor and raises only at the end, so a file with the right keys but
-    one wrong shape would leave the model half-overwritten: check everything first.
-    """
-    if not isinstance(state, dict):
-        return f'expected a dict of tensors, got {type(state).__name__}'
-    missing = [k for k in reference if k not in state]
-    unexpected = [k for k in state if k not in reference]
-    if missing or unexpected:
-        return f'keys differ from the model (missing {missing[:5]}, unexpected {unexpected[:5]})'
-    for key, ref in reference.items():
-        value = state[key]
-        shape = getattr(value, 'shape', None)
-        if shape is None:
-            return f"'{key}' is a {type(value).__name__}, not a tensor"
-        if tuple(shape) != tuple(ref.shape):
-            return f"'{key}' has shape {tuple(shape)}, the model expects {tuple(ref.shape)}"
-    return None
+from .policy_updater import PolicyUpdater
+from .task_threads import ChunkWriter, CollectorStopped, EnvStepObserver
+from .weights_client import check_policy_transport, state_dict_mismatch
 
 
 def _not_attached(name: str) -> Any:
@@ -226,25 +81,19 @@ class BaseParallelCollector(ABC):
         self._instance_name = str(merged.get('instance_name') or 'collector0')
         self._exp_name = str(merged.get('exp_name') or 'default_experiment')
         self._path_policy = merged.get('path_policy') or None
-        self._update_policy_second = float(merged.update_policy_second)
-        if not self._update_policy_second >= 0:
+        update_policy_second = float(merged.update_policy_second)
+        if not update_policy_second >= 0:
             raise ValueError(
                 f'parallel collector {self._instance_name}: update_policy_second must be >= 0, '
                 f'got {merged.update_policy_second!r}'
             )
-        from ding.service.weights import check_policy_transport
-
-        self._policy_transport = check_policy_transport(
+        policy_transport = check_policy_transport(
             merged.get('policy_transport') or 'fs', f'parallel collector {self._instance_name}: policy_transport'
         )
-        self._weights_address = merged.get('weights_address') or None
-        self._weights_follower: Any = None
         self._prefix = (
             f'[{"EVALUATOR" if self._eval_flag else "COLLECTOR"} {self._instance_name}] task {self._task_id}:'
         )
         if logger is None:
-            from ding.utils.log_helper import build_logger
-
             logger, _ = build_logger(
                 f'./{self._exp_name}/log/{self._instance_name}', f'{self._instance_name}_parallel', need_tb=False
             )
@@ -252,6 +101,14 @@ class BaseParallelCollector(ABC):
         else:
             self._own_logger = False
         self._logger = logger
+        self._weights = PolicyUpdater(
+            policy_transport,
+            update_policy_second,
+            self._path_policy,
+            merged.get('weights_address') or None,
+            logger,
+            self._prefix,
+        )
 
         # The transport; bound by the comm collector.
         self.send_metadata = _not_attached('send_metadata')
@@ -267,7 +124,6 @@ class BaseParallelCollector(ABC):
         self._error: str | None = None
         self._policy_iter = 0
         self._policy_loads = 0
-        self._last_policy_check = -math.inf
         self._writer: ChunkWriter | None = None
         self._produced_count = 0  # samples handed to the writer
         self._sample_count = 0  # samples whose metadata reached the comm collector
@@ -372,15 +228,12 @@ class BaseParallelCollector(ABC):
         if self._resources_closed:
             return
         self._resources_closed = True
-        if self._weights_follower is not None:
-            self._weights_follower.client.close()
+        self._weights.close()
         try:
             self._close_resources()
         except Exception as exc:  # the task is over anyway; say why the close was not clean
             self._logger.error(f'{self._prefix} error while closing its envs: {exc!r}')
         if self._own_logger:
-            from ding.utils.log_helper import close_logger
-
             close_logger(self._logger)
 
     @abstractmethod
@@ -393,82 +246,13 @@ class BaseParallelCollector(ABC):
 
     # ---- policy weights ------------------------------------------------------------------------------------
     def _update_policy(self, force: bool = False) -> bool:
-        """Load newer weights from ``path_policy`` at most every ``update_policy_second``; True if loaded.
-
-        A missing, truncated, corrupt or mismatched file is logged with its path and skipped: the policy
-        keeps acting with its last good weights (the comm collector reports each file version once).
-        """
-        now = time.monotonic()
-        if not force and now - self._last_policy_check < self._update_policy_second:
+        """Load newer weights (see :class:`PolicyUpdater`) at most every ``update_policy_second``; True if
+        loaded. On any failure the policy keeps acting with its last good weights."""
+        version = self._weights.update(self._policy, self._policy_iter, self.get_policy_update_info, force)
+        if version is None:
             return False
-        self._last_policy_check = now
-        if self._policy_transport == 'http':
-            return self._update_policy_http()
-        path = self._path_policy
-        if not path:
-            return False
-        try:
-            info = self.get_policy_update_info(path)
-        except FileNotFoundError as exc:  # normal until the learner publishes its first weights
-            self._logger.info(
-                f'{self._prefix} policy file {path} skipped ({exc}); acting with the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        except (CheckpointError, OSError, ValueError, KeyError) as exc:
-            self._logger.warning(
-                f'{self._prefix} policy file {path} skipped ({exc}); keeping the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        if info is None:
-            return False
-        state, policy_iter = info['model'], int(info['iter'])
-        reference = self._policy.state_dict()['model']
-        problem = state_dict_mismatch(reference, state)
-        if problem is None:
-            try:
-                self._policy.load_state_dict({'model': state})
-            except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-                problem = f'{type(exc).__name__}: {exc}'
-        if problem is not None:
-            self._logger.warning(
-                f'{self._prefix} policy file {path} skipped: {problem}; keeping the weights of '
-                f'policy_iter {self._policy_iter}'
-            )
-            return False
-        self._policy_iter = policy_iter
+        self._policy_iter = version
         self._policy_loads += 1
-        self._logger.info(f'{self._prefix} loaded policy_iter {policy_iter} from {path}')
-        return True
-
-    def _update_policy_http(self) -> bool:
-        """``policy_transport='http'``: fetch newer weights from the learner's ``/weights/current``; the
-        client checks the sha256, the follower keys / shapes / dtypes; on any failure the policy keeps
-        its last good weights."""
-        if not self._weights_address:
-            self._logger.warning(
-                f'{self._prefix} policy_transport is http but no weights_address is known '
-                f'(is the service enabled?); acting with the weights of policy_iter '
-                f'{self._policy_iter}'
-            )
-            return False
-        if self._weights_follower is None:
-            from ding.service.weights import WeightsClient, WeightsFollower
-
-            client = WeightsClient(self._weights_address, timeout=max(1.0, min(10.0, self._update_policy_second * 2)))
-            self._weights_follower = WeightsFollower(client, self._policy)
-        follower = self._weights_follower
-        if not follower.sync():
-            if follower.client.last_status != 'not_modified':
-                self._logger.warning(
-                    f'{self._prefix} weights from {self._weights_address} skipped '
-                    f'({follower.last_error}); keeping the weights of policy_iter {self._policy_iter}'
-                )
-            return False
-        self._policy_iter = int(follower.version)
-        self._policy_loads += 1
-        self._logger.info(f'{self._prefix} loaded policy_iter {self._policy_iter} from {self._weights_address}')
         return True
 
     # ---- samples out ---------------------------------------------------------------------------------------
@@ -527,7 +311,7 @@ class BaseParallelCollector(ABC):
         duration = max(end - start, 1e-9)
         if returns:
             arr = np.asarray(returns, dtype=np.float64)
-            rewards = {
+            rewards: dict[str, float | None] = {
                 'reward_mean': float(arr.mean()),
                 'reward_std': float(arr.std()),
                 'reward_max': float(arr.max()),
@@ -555,4 +339,5 @@ class BaseParallelCollector(ABC):
         return info
 
 
+# ChunkWriter, CollectorStopped, EnvStepObserver and state_dict_mismatch are importable from here, as before.
 __all__ = ['BaseParallelCollector', 'ChunkWriter', 'CollectorStopped', 'EnvStepObserver', 'state_dict_mismatch']

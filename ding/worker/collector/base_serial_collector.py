@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from easydict import EasyDict
 
+from ding.utils.log_helper import build_logger, close_logger, summary_writer_cls
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY, import_module
 
 
@@ -71,8 +73,6 @@ class SerialWorkerMixin:
         return cfg
 
     def _init_worker(self, cfg: dict | None, tb_logger: Any | None, exp_name: str, instance_name: str) -> None:
-        from ding.utils.log_helper import build_logger
-
         self._cfg = _merge(self.default_config(), cfg)
         self._exp_name = exp_name
         self._instance_name = instance_name
@@ -81,8 +81,8 @@ class SerialWorkerMixin:
         self._logger, _ = build_logger(self._log_path, instance_name, need_tb=False)
         # Without a shared writer, one of our own is made on first use (no empty event files).
         self._tb_logger, self._own_tb = tb_logger, tb_logger is None
-        self._env = None
-        self._policy = None
+        self._env: Any = None
+        self._policy: Any = None
         self._env_num = 0
         self._end_flag = False
 
@@ -118,8 +118,6 @@ class SerialWorkerMixin:
         if self._tb_logger is None:
             if not self._own_tb or self._end_flag:
                 return
-            from ding.utils.log_helper import summary_writer_cls
-
             self._tb_logger = summary_writer_cls()(os.path.join(self._log_path, self._instance_name))
         for k, v in info.items():
             if not np.isscalar(v) or isinstance(v, str):
@@ -163,8 +161,6 @@ class SerialWorkerMixin:
         if self._end_flag:
             return
         self._end_flag = True
-        from ding.utils.log_helper import close_logger
-
         if self._env is not None:
             self._env.close()
         if self._tb_logger is not None:
@@ -234,7 +230,7 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def get_serial_collector_cls(cfg: dict) -> type:
+def get_serial_collector_cls(cfg: dict) -> Callable[..., Any]:
     """The collector class named by ``cfg.type`` (after importing ``cfg.import_names``)."""
     import_module(cfg.get('import_names', []))
     if 'type' not in cfg:

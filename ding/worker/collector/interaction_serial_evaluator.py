@@ -181,7 +181,7 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
                     returns[env_id].append(ret)
                     remaining[env_id] -= 1
                     for k, v in (info.get('episode_info') or {}).items():
-                        if np.isscalar(v) and not isinstance(v, str):
+                        if isinstance(v, (int, float, np.bool_, np.integer, np.floating)):  # numeric scalars only
                             extra.setdefault(k, []).append(float(v))
                     self._logger.info(
                         f'[{self._instance_name}] env {env_id} finished an episode: return {ret:.4f}, '
@@ -247,7 +247,7 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         self._close_worker()
 
 
-def get_serial_evaluator_cls(cfg: dict) -> type:
+def get_serial_evaluator_cls(cfg: dict) -> Callable[..., Any]:
     import_module(cfg.get('import_names', []))
     return SERIAL_EVALUATOR_REGISTRY.get_cls(cfg.get('type', 'interaction'))
 

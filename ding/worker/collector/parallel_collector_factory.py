@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from easydict import EasyDict
@@ -13,7 +14,7 @@ from ding.utils.registry import PARALLEL_COLLECTOR_REGISTRY, import_module
 BUILTIN_PARALLEL_COLLECTOR_MODULES = ('ding.worker.collector.zergling_parallel_collector',)
 
 
-def get_parallel_collector_cls(cfg: dict[str, Any]) -> type:
+def get_parallel_collector_cls(cfg: dict[str, Any]) -> Callable[..., Any]:
     """The class registered as ``cfg.type`` (after importing ``cfg.import_names``)."""
     import_module(cfg.get('import_names', []) or [])
     type_name = cfg.get('type')

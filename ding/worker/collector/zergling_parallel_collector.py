@@ -25,9 +25,14 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.envs import create_env_manager, get_vec_env_setting
+from ding.policy import create_policy
 from ding.utils.registry import PARALLEL_COLLECTOR_REGISTRY
 
-from .base_parallel_collector import BaseParallelCollector, EnvStepObserver
+from .base_parallel_collector import BaseParallelCollector
+from .interaction_serial_evaluator import InteractionSerialEvaluator
+from .sample_serial_collector import SampleSerialCollector
+from .task_threads import EnvStepObserver
 
 
 class _CollectResources:
@@ -118,7 +123,7 @@ class ZerglingParallelCollector(BaseParallelCollector):
                 f"{who}: a collect task needs a budget: set the collector config's 'n_sample' or 'episode_num'"
             )
         self._chunk_size = _positive_int_or_none(cfg, 'chunk_size', who) or 1
-        self._chunk_second = float(cfg.chunk_second) if cfg.get('chunk_second') is not None else float('inf')
+        self._chunk_second = float(cfg['chunk_second']) if cfg.get('chunk_second') is not None else float('inf')
         self._policy_kwargs = dict(cfg.get('policy_kwargs') or cfg.get('collect_setting') or {})
         self._seed = int(cfg.get('seed') or 0)
         self._worker: Any = None  # the serial collector or evaluator
@@ -158,48 +163,43 @@ class ZerglingParallelCollector(BaseParallelCollector):
             self._manager, self._env, self._policy, self._worker = kept.manager, kept.env, kept.policy, kept.worker
             self._policy_iter = kept.policy_iter
             return
-        from ding.envs import create_env_manager, get_vec_env_setting
-        from ding.policy import create_policy
-
         cfg = self._cfg
         env_cfg = EasyDict(copy.deepcopy(dict(cfg.env)))
         env_fn, collector_env_cfg, evaluator_env_cfg = get_vec_env_setting(
             env_cfg, collect=not self._eval_flag, eval_=self._eval_flag
         )
-        env_cfgs = evaluator_env_cfg if self._eval_flag else collector_env_cfg
+        env_cfgs = (
+            evaluator_env_cfg if self._eval_flag else collector_env_cfg
+        ) or []  # only the asked-for side is built
         manager_cfg = dict(env_cfg.get('manager') or {})
         # The task's budget decides when it ends; an env that stops after episode_num episodes would leave
         # the serial collector with no ready env.
         manager_cfg['episode_num'] = float('inf')
         self._manager = create_env_manager(manager_cfg, [partial(env_fn, cfg=c) for c in env_cfgs])
         self._manager.seed(self._seed, dynamic_seed=not self._eval_flag)
-        self._env = EnvStepObserver(self._manager, self._stop_event)
+        self._env = env = EnvStepObserver(self._manager, self._stop_event)
 
         policy = create_policy(EasyDict(copy.deepcopy(dict(cfg.policy))), enable_field=['collect', 'eval'])
         self._policy = policy.eval_mode if self._eval_flag else policy.collect_mode
 
-        common = dict(exp_name=self._exp_name, tb_logger=_NullWriter())
+        common: dict[str, Any] = dict(exp_name=self._exp_name, tb_logger=_NullWriter())
         if self._eval_flag:
-            from .interaction_serial_evaluator import InteractionSerialEvaluator
-
             eval_cfg = dict((cfg.policy.get('eval') or {}).get('evaluator') or {})
             eval_cfg.pop('type', None)
             eval_cfg.pop('import_names', None)
             if cfg.get('n_episode') is not None:
                 eval_cfg['n_episode'] = cfg.n_episode
             self._worker = InteractionSerialEvaluator(
-                eval_cfg, env=self._env, policy=self._policy, instance_name=f'{self._instance_name}_evaluator', **common
+                eval_cfg, env=env, policy=self._policy, instance_name=f'{self._instance_name}_evaluator', **common
             )
         else:
-            from .sample_serial_collector import SampleSerialCollector
-
             serial_cfg = {k: cfg[k] for k in ('deepcopy_obs', 'transform_obs', 'collect_print_freq')}
             self._worker = SampleSerialCollector(
-                serial_cfg, env=self._env, policy=self._policy, instance_name=self._instance_name, **common
+                serial_cfg, env=env, policy=self._policy, instance_name=self._instance_name, **common
             )
 
     def _close_resources(self) -> None:
-        if self._kept is not None and self._worker is not None and self._error is None:
+        if self._kept is not None and self._worker is not None and self._env is not None and self._error is None:
             # a clean end (budget spent, or stopped between env steps): the envs are consistent
             self._kept.keep(
                 self._kept_key,
@@ -231,7 +231,7 @@ class ZerglingParallelCollector(BaseParallelCollector):
         )
 
     def _run_collect(self) -> None:
-        collector, env, stop = self._worker, self._env, self._stop_event
+        collector, env, stop = self._worker, self._built_env(), self._stop_event
         kwargs = self._policy_kwargs
         n_sample, episode_num = self._n_sample, self._episode_num
         pending: list[dict[str, Any]] = []
@@ -254,6 +254,11 @@ class ZerglingParallelCollector(BaseParallelCollector):
             f'{self._prefix} collected {self._produced_count} samples in {env.step_count} env steps '
             f'and {env.episode_count} episodes'
         )
+
+    def _built_env(self) -> EnvStepObserver:
+        if self._env is None:
+            raise RuntimeError(f'{self._prefix} the env manager is not built yet')
+        return self._env
 
     def get_finish_info(self) -> dict[str, Any]:
         info = super().get_finish_info()

@@ -217,6 +217,11 @@ class BaseLearner(LearnerState, LearnerConnections):
         self._last_iter.add(1)
 
     # ---- parallel mode -------------------------------------------------------------------------------
+    @property
+    def dataloader(self) -> AsyncDataLoader | None:
+        """The data loader ``start()`` reads from; None before it is set up (and in serial mode)."""
+        return self._dataloader
+
     def setup_dataloader(self) -> None:
         """Build the ``AsyncDataLoader`` ``start()`` reads from, over ``self.get_data(batch_size)``."""
         # DI-engine code assigns learner.get_data = fn directly: that keeps working (it shadows the method).

@@ -209,11 +209,11 @@ def test_grads_finite_checks_nan_and_inf():
 
 
 def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
-    from ding.service.metrics import ServiceMetrics, inc_nan_guard_event, parse_metrics, sample_value
+    from ding.service.metrics import ServiceMetrics, parse_metrics, sample_value
 
     # What ServiceRuntime does when it starts its metrics: the guard reports to the service's listener.
-    metrics = ServiceMetrics(exp_name='exp').activate()
-    add_nan_guard_listener(inc_nan_guard_event)
+    metrics = ServiceMetrics(exp_name='exp')
+    add_nan_guard_listener(metrics.nan_guard_event)
     try:
         learner = make_learner(nan_guard=dict(max_consecutive_bad=2), save_ckpt_after_iter=1)
         in_tmp.append(learner)
@@ -224,5 +224,4 @@ def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
         assert sample_value(parsed, 'nan_guard_events_total', kind='skipped_step') == 2
         assert sample_value(parsed, 'nan_guard_events_total', kind='rollback') == 1
     finally:
-        remove_nan_guard_listener(inc_nan_guard_event)
-        metrics.deactivate()
+        remove_nan_guard_listener(metrics.nan_guard_event)

@@ -1,0 +1,47 @@
+"""Atomic file writes: a temp file beside the target (fsynced when durable), then ``os.replace``."""
+
+from __future__ import annotations
+
+import os
+
+
+def fsync_dir(directory: str) -> None:
+    # Makes the renames durable; some filesystems cannot open/fsync a directory, which is not fatal.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_temp(path: str, data: bytes, durable: bool = True) -> str:
+    """Write ``data`` to a fresh temp file beside ``path`` (and fsync it when ``durable``); return the temp path."""
+    directory = os.path.dirname(path) or '.'
+    tmp = os.path.join(directory, f'.{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp')
+    # os.open with 0o666 lets the umask decide permissions, like a plain open() would.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return tmp
+
+
+def remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+__all__ = ['fsync_dir', 'write_temp', 'remove_quietly']
