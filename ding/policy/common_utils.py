@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils import Adam
+
 
 def stack_obs(obs_list: list[Any], device: torch.device) -> torch.Tensor:
     """One batched float tensor from per-env observations (numpy arrays or tensors)."""
@@ -54,11 +56,8 @@ def check_unroll_len(cfg: Mapping, policy_name: str) -> None:
 
 
 def build_adam(params, lr: float, **kwargs: Any) -> torch.optim.Adam:
-    """Adam (``ding.torch_utils.Adam``: torch's maths without the compiler import on the start path), using the
-    fused kernel where this torch build has it for the parameters' device: same numbers, several times less
-    per-step overhead for small networks."""
-    from ding.torch_utils import Adam
-
+    """Adam (``ding.torch_utils.Adam``), using the fused kernel where this torch build has it for the parameters'
+    device: same numbers, several times less per-step overhead for small networks."""
     params = list(params)
     try:
         return Adam(params, lr=lr, fused=True, **kwargs)

@@ -8,7 +8,6 @@ import torch
 import torch.nn as nn
 
 from .layers import build_activation, fc_block
-from .module_call import fast_call
 
 
 class FCEncoder(nn.Module):
@@ -48,7 +47,7 @@ class FCEncoder(nn.Module):
         self.main = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fast_call(self.main, x)
+        return self.main(x)
 
 
 class _Residual(nn.Module):
@@ -57,7 +56,7 @@ class _Residual(nn.Module):
         self.body = body
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + fast_call(self.body, x)
+        return x + self.body(x)
 
 
 class ConvEncoder(nn.Module):
@@ -103,7 +102,7 @@ class ConvEncoder(nn.Module):
         self.mid = fc_block(flat, self.output_size, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fast_call(self.mid, fast_call(self.main, x))
+        return self.mid(self.main(x))
 
 
 def build_encoder(

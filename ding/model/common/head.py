@@ -12,7 +12,6 @@ import torch
 import torch.nn as nn
 
 from .layers import MLP
-from .module_call import fast_call
 
 
 def _body(
@@ -45,7 +44,7 @@ class DiscreteHead(nn.Module):
         self.main = nn.Sequential(*body, nn.Linear(width, output_size))
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {'logit': fast_call(self.main, x)}
+        return {'logit': self.main(x)}
 
 
 class DuelingHead(nn.Module):
@@ -72,8 +71,8 @@ class DuelingHead(nn.Module):
         self.V = nn.Sequential(*v_body, nn.Linear(v_width, 1))
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        a = fast_call(self.A, x)
-        v = fast_call(self.V, x)
+        a = self.A(x)
+        v = self.V(x)
         return {'logit': a - a.mean(dim=-1, keepdim=True) + v}
 
 
@@ -97,7 +96,7 @@ class RegressionHead(nn.Module):
         self.output_size = output_size
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        x = fast_call(self.main, x)
+        x = self.main(x)
         if self.final_tanh:
             x = torch.tanh(x)
         if self.output_size == 1:
@@ -150,12 +149,12 @@ class ReparameterizationHead(nn.Module):
             self.log_sigma_layer = nn.Linear(width, output_size)
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        x = fast_call(self.main, x)
-        mu = fast_call(self.mu, x)
+        x = self.main(x)
+        mu = self.mu(x)
         if self.bound_type == 'tanh':
             mu = torch.tanh(mu)
         if self.sigma_type == 'conditioned':
-            log_sigma = torch.clamp(fast_call(self.log_sigma_layer, x), -20.0, 2.0)
+            log_sigma = torch.clamp(self.log_sigma_layer(x), -20.0, 2.0)
         elif self.sigma_type == 'independent':
             log_sigma = self.log_sigma_param.expand_as(mu)
         else:

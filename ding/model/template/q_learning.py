@@ -11,7 +11,6 @@ from ding.utils.registry import MODEL_REGISTRY
 
 from ..common import DiscreteHead, DuelingHead, build_encoder
 from ..common.layers import squeeze_shape
-from ..common.module_call import fast_call
 
 
 @MODEL_REGISTRY.register('dqn')
@@ -54,4 +53,4 @@ class DQN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return fast_call(self.head, fast_call(self.encoder, x))
+        return self.head(self.encoder(x))
