@@ -118,9 +118,9 @@ class SerialWorkerMixin:
         if self._tb_logger is None:
             if not self._own_tb or self._end_flag:
                 return
-            from ding.utils.log_helper import summary_writer_cls
+            from ding.utils.log_helper import build_summary_writer
 
-            self._tb_logger = summary_writer_cls()(os.path.join(self._log_path, self._instance_name))
+            self._tb_logger = build_summary_writer(os.path.join(self._log_path, self._instance_name))
         for k, v in info.items():
             if not np.isscalar(v) or isinstance(v, str):
                 continue
