@@ -7,8 +7,32 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn as nn
 
 from ding.torch_utils import Adam
+
+# Layers that compute differently in train and eval mode (batch statistics, random dropping).
+MODE_DEPENDENT_LAYERS: tuple[type[nn.Module], ...] = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
+    nn.SyncBatchNorm,
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+def has_mode_dependent_layers(model: nn.Module) -> bool:
+    """True when ``model`` holds a layer whose output depends on ``train()`` / ``eval()`` (then acting and
+    evaluating switch the model to eval mode and back; otherwise the switch is skipped)."""
+    return any(isinstance(m, MODE_DEPENDENT_LAYERS) for m in model.modules())
 
 
 def stack_obs(obs_list: list[Any], device: torch.device) -> torch.Tensor:

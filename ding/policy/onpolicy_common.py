@@ -12,9 +12,14 @@ from ding.config.merge import deep_merge_dicts
 from ding.rl_utils import gae, gae_data
 
 from .base_policy import Policy
-from .common_utils import check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
-
-_MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
+from .common_utils import (
+    check_unroll_len,
+    has_mode_dependent_layers,
+    obs_to_tensor,
+    reward_to_tensor,
+    stack_obs,
+    terminated,
+)
 
 
 class OnPolicyActorCriticBase(Policy):
@@ -47,7 +52,7 @@ class OnPolicyActorCriticBase(Policy):
             raise ValueError(
                 f"{type(self).__name__}: action_space must be 'discrete' or 'continuous', got {self._action_space!r}"
             )
-        self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in model.modules())
+        self._mode_sensitive = has_mode_dependent_layers(model)
         return model
 
     def _value_scale(self) -> float:

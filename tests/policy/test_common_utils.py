@@ -1,8 +1,9 @@
-"""``build_adam``: torch's Adam with the fused kernel where this torch build has one."""
+"""``build_adam`` (torch's Adam, fused kernel where this torch build has one) and ``has_mode_dependent_layers``."""
 
+import pytest
 import torch
 
-from ding.policy.common_utils import build_adam
+from ding.policy.common_utils import build_adam, has_mode_dependent_layers
 
 
 def _train(opt_factory, steps=6):
@@ -24,3 +25,18 @@ def test_build_adam_uses_the_fused_kernel_and_trains_like_torch_adam():
     assert all(torch.equal(a, b) for a, b in zip(ours, ref))
     ref_opt.load_state_dict(ours_opt.state_dict())  # checkpoints move between the two freely
     assert ref_opt.state_dict()['param_groups'][0]['lr'] == 1e-2
+
+
+@pytest.mark.parametrize(
+    ('layer', 'expected'),
+    [
+        (torch.nn.ReLU(), False),
+        (torch.nn.LayerNorm(8), False),
+        (torch.nn.BatchNorm1d(8), True),
+        (torch.nn.Dropout(0.1), True),
+        (torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)), True),
+    ],
+)
+def test_mode_dependent_layers_are_found_anywhere_in_the_model(layer, expected):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Sequential(layer))
+    assert has_mode_dependent_layers(model) is expected
