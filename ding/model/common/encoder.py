@@ -106,8 +106,11 @@ class ConvEncoder(nn.Module):
 
 
 def build_encoder(
-    obs_shape, hidden_size_list: Sequence[int], activation: nn.Module | None = nn.ReLU(), norm_type: str | None = None
-) -> nn.Module:
+    obs_shape: int | Sequence[int],
+    hidden_size_list: Sequence[int],
+    activation: nn.Module | None = nn.ReLU(),
+    norm_type: str | None = None,
+) -> FCEncoder | ConvEncoder:
     """FCEncoder for an int / 1-D obs_shape, ConvEncoder for a 3-D one."""
     if isinstance(obs_shape, int):
         return FCEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)

@@ -15,15 +15,19 @@ from .layers import MLP
 
 
 def _body(
-    input_size: int | None, hidden_size: int, layer_num: int, activation, norm_type, dropout: float | None = None
+    input_size: int | None,
+    hidden_size: int,
+    layer_num: int,
+    activation: nn.Module | None,
+    norm_type: str | None,
+    dropout: float | None = None,
 ) -> tuple[list[nn.Module], int]:
     """Hidden layers of a head (a flat list, so the head is one Sequential) and the width they output."""
     input_size = hidden_size if input_size is None else input_size
     if layer_num == 0:
         return [], input_size
-    return list(
-        MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)
-    ), hidden_size
+    mlp = MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)
+    return (list(mlp) if isinstance(mlp, nn.Sequential) else [mlp]), hidden_size
 
 
 class DiscreteHead(nn.Module):
@@ -34,7 +38,7 @@ class DiscreteHead(nn.Module):
         hidden_size: int,
         output_size: int,
         layer_num: int = 1,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         dropout: float | None = None,
         input_size: int | None = None,
@@ -57,7 +61,7 @@ class DuelingHead(nn.Module):
         layer_num: int = 1,
         a_layer_num: int | None = None,
         v_layer_num: int | None = None,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         dropout: float | None = None,
         input_size: int | None = None,
@@ -85,7 +89,7 @@ class RegressionHead(nn.Module):
         output_size: int = 1,
         layer_num: int = 2,
         final_tanh: bool = False,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         input_size: int | None = None,
     ) -> None:
@@ -113,6 +117,7 @@ class ReparameterizationHead(nn.Module):
     """
 
     sigma_types = ('fixed', 'independent', 'conditioned')
+    fixed_log_sigma: torch.Tensor  # a buffer, with sigma_type 'fixed'
     bound_types = (None, 'tanh')
 
     def __init__(
@@ -122,7 +127,7 @@ class ReparameterizationHead(nn.Module):
         layer_num: int = 2,
         sigma_type: str | None = None,
         fixed_sigma_value: float | None = 1.0,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         bound_type: str | None = None,
         input_size: int | None = None,
@@ -142,6 +147,8 @@ class ReparameterizationHead(nn.Module):
         self.main = nn.Sequential(*body)
         self.mu = nn.Linear(width, output_size)
         if sigma_type == 'fixed':
+            if fixed_sigma_value is None:
+                raise ValueError("ReparameterizationHead: sigma_type 'fixed' needs a fixed_sigma_value")
             self.register_buffer('fixed_log_sigma', torch.full((1, output_size), math.log(fixed_sigma_value)))
         elif sigma_type == 'independent':
             self.log_sigma_param = nn.Parameter(torch.zeros(1, output_size))

@@ -68,6 +68,7 @@ class VAC(nn.Module):
             norm_type=norm_type,
             input_size=critic_in,
         )
+        self.actor_head: DiscreteHead | ReparameterizationHead
         if action_space == 'discrete':
             self.actor_head = DiscreteHead(
                 actor_head_hidden_size,
