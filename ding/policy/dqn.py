@@ -107,7 +107,7 @@ class DQNPolicy(Policy):
         if isinstance(data, (list, tuple)):
             first = data[0]
             keys = self._learn_keys + [k for k in ('IS', 'weight') if k in first]
-            data = default_collate(data, keys)
+            data = default_collate(list(data), keys)
         obs, next_obs, action = data['obs'], data['next_obs'], data['action']
         reward, done = data['reward'], data['done']
         # The buffer's importance-sampling weights (key 'IS'); samples without them weigh 1.
@@ -188,8 +188,11 @@ class DQNPolicy(Policy):
         self._collect_steps = 0
         self._mode_sensitive = has_mode_dependent_layers(self._model)
 
-    def _forward_collect(self, data: dict[int, Any], eps: float | None = None) -> dict[int, dict[str, Any]]:
-        """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides."""
+    def _forward_collect(
+        self, data: dict[int, Any], eps: float | None = None, **kwargs: Any
+    ) -> dict[int, dict[str, Any]]:
+        """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides.
+        Other collect arguments (meant for other policies) are not used."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
         n = len(env_ids)

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from ding.config.merge import deep_merge_dicts
-from ding.rl_utils import gae, gae_data
+from ding.rl_utils.gae import gae, gae_data
 
 from .base_policy import Policy
 from .common_utils import (
@@ -32,11 +32,11 @@ class OnPolicyActorCriticBase(Policy):
     """
 
     def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
-        cfg = deep_merge_dicts(type(self).default_config(), cfg)
-        check_unroll_len(cfg, type(self).__name__)
-        if cfg.get('continuous') is True and 'action_space' not in cfg.model:  # older DI-engine flag
-            cfg.action_space = 'continuous'
-        super().__init__(cfg, model, enable_field)
+        merged = deep_merge_dicts(type(self).default_config(), cfg)
+        check_unroll_len(merged, type(self).__name__)
+        if merged.get('continuous') is True and 'action_space' not in merged.model:  # older DI-engine flag
+            merged.action_space = 'continuous'
+        super().__init__(merged, model, enable_field)
 
     def default_model(self) -> tuple[str, list[str]]:
         return 'vac', ['ding.model.template.vac']
@@ -196,7 +196,7 @@ def minibatch_indices(n: int, batch_size: int, device: torch.device) -> Iterator
 
 def index_batch(data: dict[str, Any], idx: torch.Tensor) -> dict[str, Any]:
     """Select rows ``idx`` of every tensor (and of nested ``{'mu', 'sigma'}`` dicts)."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in data.items():
         if isinstance(v, torch.Tensor):
             out[k] = v[idx]
