@@ -188,11 +188,11 @@ class DQNPolicy(Policy):
         self._collect_steps = 0
         self._mode_sensitive = has_mode_dependent_layers(self._model)
 
-    def _forward_collect(
-        self, data: dict[int, Any], eps: float | None = None, **kwargs: Any
+    # Narrower than Policy's ``**kwargs`` on purpose: an unknown collect argument fails the collect task.
+    def _forward_collect(  # type: ignore[override]
+        self, data: dict[int, Any], eps: float | None = None
     ) -> dict[int, dict[str, Any]]:
-        """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides.
-        Other collect arguments (meant for other policies) are not used."""
+        """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
         n = len(env_ids)
