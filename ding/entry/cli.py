@@ -7,13 +7,16 @@ import os
 import re
 import sys
 
+from ding import __version__
+from ding.config import ConfigError, read_config
+from ding.utils.builtin import import_builtin_components
+from ding.utils.registry import REGISTRIES
+
+from .ctl import main as ctl_main
+from .parallel_entry import parallel_pipeline
+from .startup import limit_openmp_threads
+
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel')
-
-
-def _version() -> str:
-    from ding import __version__
-
-    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(fresh start if none), 'never' = start fresh, or a checkpoint path "
         "(default: the config's top-level 'resume' key, else 'never')",
     )
-    p.add_argument('-v', '--version', action='version', version=f'ding {_version()}')
+    p.add_argument('-v', '--version', action='version', version=f'ding {__version__}')
     p.add_argument(
         '-q',
         '--query-registry',
@@ -66,9 +69,6 @@ def _exp_name_for_seed(exp_name: str, seed: int, n_seeds: int) -> str:
 
 
 def _query(name: str) -> int:
-    from ding.utils.builtin import import_builtin_components
-    from ding.utils.registry import REGISTRIES
-
     import_builtin_components()
     names = sorted(REGISTRIES) if name == 'all' else [name]
     for n in names:
@@ -81,8 +81,6 @@ def _query(name: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
-        from .ctl import main as ctl_main
-
         return ctl_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.query_registry:
@@ -93,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         return _fail('a config file is needed: -c FILE')
     if not os.path.isfile(args.config):
         return _fail(f"config file '{args.config}' not found")
-
-    from ding.config import ConfigError, read_config
 
     try:
         main_cfg, create_cfg, system_cfg = read_config(args.config)
@@ -122,65 +118,44 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
-    from .startup import import_for_run, limit_openmp_threads
-
+    # The pipelines import torch: they are imported here, after the OpenMP pool is sized and only for a run, so
+    # that `ding ctl`, `ding -q` and `ding --help` start without torch.
     if args.mode != 'parallel':  # parallel mode: the workers size their own pools
         limit_openmp_threads()
     if args.mode == 'serial':
-        serial_pipeline = import_for_run('ding.entry.serial_entry', 'serial_pipeline')
+        from .serial_entry import serial_pipeline  # deferred: imports torch (after limit_openmp_threads)
+
         serial_pipeline(
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
     elif args.mode == 'serial_onpolicy':
-        serial_pipeline_onpolicy = import_for_run('ding.entry.serial_entry_onpolicy', 'serial_pipeline_onpolicy')
+        from .serial_entry_onpolicy import serial_pipeline_onpolicy  # deferred: imports torch (after the pool size)
+
         serial_pipeline_onpolicy(
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
     elif args.mode == 'eval':
-        eval_entry = import_for_run('ding.entry.application_entry', 'eval')
+        from .application_entry import eval as eval_entry  # deferred: imports torch (after limit_openmp_threads)
+
         eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
     elif args.mode == 'parallel':
-        parallel_pipeline = import_for_run('ding.entry.parallel_entry', 'parallel_pipeline')
-        kwargs = {}
-        if args.resume is not None:
-            import inspect
-
-            if 'resume' not in inspect.signature(parallel_pipeline).parameters:
-                from ding.config import ConfigError
-
-                raise ConfigError('--resume is not supported by -m parallel in this version')
-            kwargs['resume'] = args.resume
         parallel_pipeline(
             args.config,
             seed,
             exp_name=cfg.exp_name,
             max_env_step=args.env_step,
             max_train_iter=args.train_iter,
-            **kwargs,
+            resume=args.resume,
         )
 
 
 def run() -> None:
-    """The ``ding`` command: ``main()``, then a fast exit (``ding.entry.startup.exit_now``): every component
-    is closed by then, and the interpreter's own teardown would add ~0.4 s to each run."""
-    from .startup import exit_now
-
+    """The ``ding`` command: exits with ``main()``'s code (130 on Ctrl-C, without a traceback)."""
     try:
         code = main()
-    except SystemExit as exc:  # argparse (usage errors, --help)
-        code = exc.code
-        if not isinstance(code, int):
-            if code is not None:
-                print(code, file=sys.stderr)
-            code = 0 if code is None else 1
     except KeyboardInterrupt:
         code = 130
-    except BaseException:  # noqa: BLE001 -- print it as the interpreter would, then leave
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    exit_now(code)
+    sys.exit(code)
 
 
 if __name__ == '__main__':

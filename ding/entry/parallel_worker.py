@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import errno
+import importlib
 import json
 import logging
 import os
@@ -31,6 +32,10 @@ import threading
 from typing import Any
 
 from easydict import EasyDict
+
+from ding.utils import set_pkg_seed
+
+from .startup import limit_openmp_threads
 
 ROLES = ('learner', 'collector')
 EXIT_PORT_IN_USE = 98
@@ -156,16 +161,11 @@ def run_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
 
-    from .startup import import_for_run, limit_openmp_threads
-
     # Workers share the machine's cores: one intra-op thread each avoids oversubscription.
     threads = int(wcfg.get('torch_threads', 1))
-    if 'torch' in sys.modules:  # a warm worker: imported with WARM_TORCH_THREADS (the pipeline checked them)
-        import torch
-    else:
+    if 'torch' not in sys.modules:  # a warm worker has imported it with WARM_TORCH_THREADS (the pipeline checked)
         limit_openmp_threads(threads)
-        torch = import_for_run('torch')
-    from ding.utils import set_pkg_seed
+    import torch  # deferred: after limit_openmp_threads has sized torch's OpenMP pool
 
     torch.set_num_threads(threads)
     set_pkg_seed(int(wcfg.seed), use_cuda=False)
@@ -214,11 +214,10 @@ def run_worker(
 def run_warm(assignments: Any = None) -> int:
     """``--warm``: import torch, then become the worker the pipeline names on ``assignments`` (standard input
     by default; see the module doc). Returns the worker's exit code, 0 when no worker was asked for."""
-    from .startup import import_for_run, limit_openmp_threads
-
     limit_openmp_threads(WARM_TORCH_THREADS)
-    import_for_run('torch')
-    import_for_run('ding.interaction')  # Flask and werkzeug: both roles serve
+    # What every worker imports, done before the assignment comes; deferred so as to size the OpenMP pool first.
+    importlib.import_module('torch')  # deferred: after limit_openmp_threads
+    importlib.import_module('ding.interaction')  # deferred: Flask and werkzeug, which both roles serve with
     assignments = assignments or sys.stdin
     while True:
         line = assignments.readline()
@@ -273,6 +272,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == '__main__':
-    from ding.entry.startup import exit_now
-
-    exit_now(main())  # everything is closed by now; skip the interpreter's teardown (~0.4 s with torch)
+    sys.exit(main())

@@ -108,9 +108,9 @@ def build_serial_parts(
     configure_torch_threads()
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
-    from ding.utils.log_helper import summary_writer_cls
+    from ding.utils.log_helper import build_summary_writer
 
-    tb_logger = summary_writer_cls()(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
+    tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
     learner.config_hash = config_hash(cfg)

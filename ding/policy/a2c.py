@@ -69,7 +69,7 @@ class A2CPolicy(OnPolicyActorCriticBase):
 
     def _forward_learn(self, data: Any) -> list[dict[str, Any]]:
         if isinstance(data, (list, tuple)):
-            data = default_collate(data, collate_keys(data[0], self._learn_keys))
+            data = default_collate(list(data), collate_keys(data[0], self._learn_keys))
         else:
             data = dict(data)
         if self._cuda:

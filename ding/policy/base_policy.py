@@ -36,6 +36,9 @@ class _PolicyMode:
 class Policy(ABC):
     """Base class of every algorithm. ``config`` holds the algorithm's defaults."""
 
+    _model: torch.nn.Module  # absent on a command-only policy, which has no model
+    _optimizer: torch.optim.Optimizer  # set by the learn mode of the algorithms that train
+
     config = dict(
         type='base',
         cuda=False,
@@ -69,8 +72,6 @@ class Policy(ABC):
             self._model = self._create_model(self._cfg, model)
             if self._cuda:
                 self._model.to(self._device)
-        else:
-            self._model = None
         self._modes: dict[str, _PolicyMode] = {}
         for field in self._enable_field:
             getattr(self, f'_init_{field}')()
@@ -106,10 +107,11 @@ class Policy(ABC):
 
     # ---- forwards -------------------------------------------------------------------------------
     @abstractmethod
-    def _forward_learn(self, data: Any) -> dict[str, Any]:
+    def _forward_learn(self, data: Any) -> dict[str, Any] | list[dict[str, Any]]:
         """One training iteration on ``data`` (a list of samples or an already collated batch).
 
-        Returns scalars to log; a ``priority`` entry (one value per sample) feeds prioritized replay.
+        Returns scalars to log; a ``priority`` entry (one value per sample) feeds prioritized replay. Several
+        optimizer steps on one batch return one dict per step (the learner counts each as an iteration).
         """
 
     @abstractmethod
@@ -142,14 +144,16 @@ class Policy(ABC):
 
     def _state_dict_learn(self) -> dict[str, Any]:
         state = {'model': self._model.state_dict()}
-        if getattr(self, '_optimizer', None) is not None:
-            state['optimizer'] = self._optimizer.state_dict()
+        optimizer = getattr(self, '_optimizer', None)
+        if optimizer is not None:
+            state['optimizer'] = optimizer.state_dict()
         return state
 
     def _load_state_dict_learn(self, state_dict: dict[str, Any]) -> None:
         self._model.load_state_dict(state_dict['model'])
-        if 'optimizer' in state_dict and getattr(self, '_optimizer', None) is not None:
-            self._optimizer.load_state_dict(state_dict['optimizer'])
+        optimizer = getattr(self, '_optimizer', None)
+        if 'optimizer' in state_dict and optimizer is not None:
+            optimizer.load_state_dict(state_dict['optimizer'])
 
     def _state_dict_collect(self) -> dict[str, Any]:
         return {'model': self._model.state_dict()}
@@ -178,7 +182,8 @@ class Policy(ABC):
         setattr(self, '_' + name, value)
 
     def _info(self) -> str:
-        return f'{type(self).__name__}(model={type(self._model).__name__ if self._model is not None else None})'
+        model = getattr(self, '_model', None)
+        return f'{type(self).__name__}(model={type(model).__name__ if model is not None else None})'
 
     # ---- mode views -----------------------------------------------------------------------------
     def _mode(self, field: str) -> _PolicyMode:

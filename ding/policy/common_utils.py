@@ -7,6 +7,32 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn as nn
+
+from ding.torch_utils import Adam
+
+# Layers that compute differently in train and eval mode (batch statistics, random dropping).
+MODE_DEPENDENT_LAYERS: tuple[type[nn.Module], ...] = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
+    nn.SyncBatchNorm,
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+def has_mode_dependent_layers(model: nn.Module) -> bool:
+    """True when ``model`` holds a layer whose output depends on ``train()`` / ``eval()`` (then acting and
+    evaluating switch the model to eval mode and back; otherwise the switch is skipped)."""
+    return any(isinstance(m, MODE_DEPENDENT_LAYERS) for m in model.modules())
 
 
 def stack_obs(obs_list: list[Any], device: torch.device) -> torch.Tensor:
@@ -54,11 +80,8 @@ def check_unroll_len(cfg: Mapping, policy_name: str) -> None:
 
 
 def build_adam(params, lr: float, **kwargs: Any) -> torch.optim.Adam:
-    """Adam (``ding.torch_utils.Adam``: torch's maths without the compiler import on the start path), using the
-    fused kernel where this torch build has it for the parameters' device: same numbers, several times less
-    per-step overhead for small networks."""
-    from ding.torch_utils import Adam
-
+    """Adam (``ding.torch_utils.Adam``), using the fused kernel where this torch build has it for the parameters'
+    device: same numbers, several times less per-step overhead for small networks."""
     params = list(params)
     try:
         return Adam(params, lr=lr, fused=True, **kwargs)

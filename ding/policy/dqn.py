@@ -14,9 +14,15 @@ from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
 
 from .base_policy import Policy
-from .common_utils import build_adam, check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
-
-_MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
+from .common_utils import (
+    build_adam,
+    check_unroll_len,
+    has_mode_dependent_layers,
+    obs_to_tensor,
+    reward_to_tensor,
+    stack_obs,
+    terminated,
+)
 
 
 @POLICY_REGISTRY.register('dqn')
@@ -89,7 +95,7 @@ class DQNPolicy(Policy):
         self._online_tensors = list(self._model.state_dict(keep_vars=True).values())
         self._target_tensors = list(self._target_model.state_dict(keep_vars=True).values())
         self._learn_count = 0
-        self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in self._model.modules())
+        self._mode_sensitive = has_mode_dependent_layers(self._model)
         self._model.train()
         self._target_model.train()
         keys = ['obs', 'next_obs', 'action', 'reward', 'done']
@@ -101,7 +107,7 @@ class DQNPolicy(Policy):
         if isinstance(data, (list, tuple)):
             first = data[0]
             keys = self._learn_keys + [k for k in ('IS', 'weight') if k in first]
-            data = default_collate(data, keys)
+            data = default_collate(list(data), keys)
         obs, next_obs, action = data['obs'], data['next_obs'], data['action']
         reward, done = data['reward'], data['done']
         # The buffer's importance-sampling weights (key 'IS'); samples without them weigh 1.
@@ -180,9 +186,12 @@ class DQNPolicy(Policy):
         # Used only when the caller passes no ``eps``: the schedule at the number of env steps acted on so far.
         self._eps_fn = get_epsilon_greedy_fn(eps.start, eps.end, eps.decay, eps.type)
         self._collect_steps = 0
-        self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in self._model.modules())
+        self._mode_sensitive = has_mode_dependent_layers(self._model)
 
-    def _forward_collect(self, data: dict[int, Any], eps: float | None = None) -> dict[int, dict[str, Any]]:
+    # Narrower than Policy's ``**kwargs`` on purpose: an unknown collect argument fails the collect task.
+    def _forward_collect(  # type: ignore[override]
+        self, data: dict[int, Any], eps: float | None = None
+    ) -> dict[int, dict[str, Any]]:
         """Epsilon-greedy actions for ``{env_id: obs}``: one batched forward, then per-env random overrides."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
@@ -220,7 +229,7 @@ class DQNPolicy(Policy):
 
     # ---- eval -----------------------------------------------------------------------------------
     def _init_eval(self) -> None:
-        self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in self._model.modules())
+        self._mode_sensitive = has_mode_dependent_layers(self._model)
 
     def _forward_eval(self, data: dict[int, Any]) -> dict[int, dict[str, Any]]:
         env_ids = list(data.keys())

@@ -9,12 +9,17 @@ import torch
 import torch.nn as nn
 
 from ding.config.merge import deep_merge_dicts
-from ding.rl_utils import gae, gae_data
+from ding.rl_utils.gae import gae, gae_data
 
 from .base_policy import Policy
-from .common_utils import check_unroll_len, obs_to_tensor, reward_to_tensor, stack_obs, terminated
-
-_MODE_SENSITIVE = (nn.modules.batchnorm._BatchNorm, nn.Dropout)
+from .common_utils import (
+    check_unroll_len,
+    has_mode_dependent_layers,
+    obs_to_tensor,
+    reward_to_tensor,
+    stack_obs,
+    terminated,
+)
 
 
 class OnPolicyActorCriticBase(Policy):
@@ -27,11 +32,11 @@ class OnPolicyActorCriticBase(Policy):
     """
 
     def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
-        cfg = deep_merge_dicts(type(self).default_config(), cfg)
-        check_unroll_len(cfg, type(self).__name__)
-        if cfg.get('continuous') is True and 'action_space' not in cfg.model:  # older DI-engine flag
-            cfg.action_space = 'continuous'
-        super().__init__(cfg, model, enable_field)
+        merged = deep_merge_dicts(type(self).default_config(), cfg)
+        check_unroll_len(merged, type(self).__name__)
+        if merged.get('continuous') is True and 'action_space' not in merged.model:  # older DI-engine flag
+            merged.action_space = 'continuous'
+        super().__init__(merged, model, enable_field)
 
     def default_model(self) -> tuple[str, list[str]]:
         return 'vac', ['ding.model.template.vac']
@@ -47,7 +52,7 @@ class OnPolicyActorCriticBase(Policy):
             raise ValueError(
                 f"{type(self).__name__}: action_space must be 'discrete' or 'continuous', got {self._action_space!r}"
             )
-        self._mode_sensitive = any(isinstance(m, _MODE_SENSITIVE) for m in model.modules())
+        self._mode_sensitive = has_mode_dependent_layers(model)
         return model
 
     def _value_scale(self) -> float:
@@ -191,7 +196,7 @@ def minibatch_indices(n: int, batch_size: int, device: torch.device) -> Iterator
 
 def index_batch(data: dict[str, Any], idx: torch.Tensor) -> dict[str, Any]:
     """Select rows ``idx`` of every tensor (and of nested ``{'mu', 'sigma'}`` dicts)."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in data.items():
         if isinstance(v, torch.Tensor):
             out[k] = v[idx]

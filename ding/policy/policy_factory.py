@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from easydict import EasyDict
@@ -25,14 +25,14 @@ def _check_cfg(cfg: Any, fn: str) -> EasyDict:
 
 def create_policy(cfg: dict, model: torch.nn.Module | None = None, enable_field: list[str] | None = None) -> Policy:
     """``POLICY_REGISTRY[cfg.type](cfg, model, enable_field)`` after importing ``cfg.import_names``."""
-    cfg = _check_cfg(cfg, 'create_policy')
-    return POLICY_REGISTRY.build(cfg.type, cfg, model=model, enable_field=enable_field)
+    checked = _check_cfg(cfg, 'create_policy')
+    return POLICY_REGISTRY.build(checked.type, checked, model=model, enable_field=enable_field)
 
 
-def get_policy_cls(cfg: dict) -> type:
+def get_policy_cls(cfg: dict) -> type[Policy]:
     """The registered policy class named by ``cfg.type``."""
-    cfg = _check_cfg(cfg, 'get_policy_cls')
-    return POLICY_REGISTRY.get_cls(cfg.type)
+    checked = _check_cfg(cfg, 'get_policy_cls')
+    return cast('type[Policy]', POLICY_REGISTRY.get_cls(checked.type))
 
 
 class PolicyFactory:

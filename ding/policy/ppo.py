@@ -8,7 +8,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from ding.rl_utils import RunningMeanStd, gae, gae_data, ppo_data, ppo_error
+from ding.rl_utils import RunningMeanStd, ppo_data, ppo_error
+from ding.rl_utils.gae import gae, gae_data
 from ding.utils.collate import default_collate
 from ding.utils.registry import POLICY_REGISTRY
 
@@ -146,7 +147,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
 
     def _forward_learn(self, data: Any) -> list[dict[str, Any]]:
         if isinstance(data, (list, tuple)):
-            data = default_collate(data, collate_keys(data[0], self._learn_keys))
+            data = default_collate(list(data), collate_keys(data[0], self._learn_keys))
         else:
             data = dict(data)
         if self._cuda:

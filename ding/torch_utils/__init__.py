@@ -1,2 +1,2 @@
-from .optim import Adam, avoid_dynamo_import
+from .optim import Adam
 from .threads import configure_torch_threads

@@ -62,7 +62,7 @@ def test_version(tmp_path):
 
 
 def test_usage_errors_and_help_keep_their_exit_codes_and_output(tmp_path):
-    # the command leaves through a fast exit (no interpreter teardown): exit codes and buffered output survive it
+    # argparse usage errors exit 2, --help exits 0, both with their output
     bad = run_ding(['-m', 'nonsense'], tmp_path)
     assert bad.returncode == 2 and "invalid choice: 'nonsense'" in bad.stderr
     helped = run_ding(['--help'], tmp_path)

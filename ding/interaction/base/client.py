@@ -1,6 +1,7 @@
 """HTTP client used by masters and slaves: JSON bodies, fixed headers, timeout and bounded retries."""
 
 import http.client
+import io
 import json
 import threading
 import time
@@ -18,28 +19,16 @@ from .common import format_http_address
 _SHUTTING_DOWN_CODE = 101
 
 
-class _Answer:
-    """What ``get_values_from_response`` reads of an answer (a full ``requests.Response`` is built only for
-    the exception of a failed one)."""
-
-    __slots__ = ('status_code', 'content', 'headers', 'reason')
-
-    def __init__(self, status_code: int, content: bytes, headers: Any, reason: str) -> None:
-        self.status_code = status_code
-        self.content = content
-        self.headers = headers
-        self.reason = reason
-
-
-def _as_response(answer: _Answer, method: str, url: str) -> requests.Response:
+def _response(status: int, content: bytes, headers: list[tuple[str, str]], reason: str, url: str) -> requests.Response:
+    """A ``requests.Response`` of an answer read with ``http.client``, filled in through its public attributes as
+    requests' own transport adapters do (the body is its ``raw`` stream)."""
     response = requests.Response()
-    response.status_code = answer.status_code
-    response._content = answer.content
-    response.headers = CaseInsensitiveDict(answer.headers)
-    response.reason = answer.reason
+    response.status_code = status
+    response.raw = io.BytesIO(content)
+    response.headers = CaseInsensitiveDict(headers)
+    response.reason = reason
     response.url = url
     response.encoding = 'utf-8'
-    response.request = requests.Request(method, url).prepare()
     return response
 
 
@@ -50,7 +39,7 @@ def _send(
     body: bytes | None,
     headers: dict[str, str],
     url: str,
-) -> _Answer:
+) -> requests.Response:
     """One request on a fresh connection, errors as requests' exceptions (what callers catch): a failure to
     connect is a ``ConnectionError`` (``ConnectTimeout`` on timeout), a timeout waiting for the answer a
     ``ReadTimeout``, a connection broken after sending a ``ConnectionError``."""
@@ -64,7 +53,7 @@ def _send(
         connection.request(method, path, body=body, headers=headers)
         raw = connection.getresponse()
         content = raw.read()
-        return _Answer(raw.status, content, raw.getheaders(), raw.reason)
+        return _response(raw.status, content, raw.getheaders(), raw.reason, url)
     except TimeoutError as err:
         raise requests.ReadTimeout(f'no answer from {url} in time: {err}') from None
     except (OSError, http.client.HTTPException) as err:
@@ -73,7 +62,7 @@ def _send(
         connection.close()
 
 
-def _is_retryable(response: Any) -> bool:
+def _is_retryable(response: requests.Response) -> bool:
     return response.status_code >= 500 and get_values_from_response(response).code != _SHUTTING_DOWN_CODE
 
 
@@ -164,16 +153,21 @@ class HttpClient:
                 last_error = err
                 continue
             if _is_retryable(response):
-                last_error = self._error_factory(_as_response(response, method, url))
+                last_error = self._failure(response, method, url)
                 continue
             if not 200 <= response.status_code < 300:
-                raise self._error_factory(_as_response(response, method, url))
+                raise self._failure(response, method, url)
             values = get_values_from_response(response)
             if not values.success:
-                raise self._error_factory(_as_response(response, method, url))
+                raise self._failure(response, method, url)
             return values.data
         assert last_error is not None
         raise last_error
+
+    def _failure(self, response: requests.Response, method: str, url: str) -> Exception:
+        """The exception of a failed answer; it names the request (only failures pay for preparing one)."""
+        response.request = requests.Request(method, url).prepare()
+        return self._error_factory(response)
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.base_url})'

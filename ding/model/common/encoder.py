@@ -8,7 +8,6 @@ import torch
 import torch.nn as nn
 
 from .layers import build_activation, fc_block
-from .module_call import fast_call
 
 
 class FCEncoder(nn.Module):
@@ -48,7 +47,7 @@ class FCEncoder(nn.Module):
         self.main = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fast_call(self.main, x)
+        return self.main(x)
 
 
 class _Residual(nn.Module):
@@ -57,7 +56,7 @@ class _Residual(nn.Module):
         self.body = body
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + fast_call(self.body, x)
+        return x + self.body(x)
 
 
 class ConvEncoder(nn.Module):
@@ -103,12 +102,15 @@ class ConvEncoder(nn.Module):
         self.mid = fc_block(flat, self.output_size, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return fast_call(self.mid, fast_call(self.main, x))
+        return self.mid(self.main(x))
 
 
 def build_encoder(
-    obs_shape, hidden_size_list: Sequence[int], activation: nn.Module | None = nn.ReLU(), norm_type: str | None = None
-) -> nn.Module:
+    obs_shape: int | Sequence[int],
+    hidden_size_list: Sequence[int],
+    activation: nn.Module | None = nn.ReLU(),
+    norm_type: str | None = None,
+) -> FCEncoder | ConvEncoder:
     """FCEncoder for an int / 1-D obs_shape, ConvEncoder for a 3-D one."""
     if isinstance(obs_shape, int):
         return FCEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)

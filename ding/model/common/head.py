@@ -12,19 +12,22 @@ import torch
 import torch.nn as nn
 
 from .layers import MLP
-from .module_call import fast_call
 
 
 def _body(
-    input_size: int | None, hidden_size: int, layer_num: int, activation, norm_type, dropout: float | None = None
+    input_size: int | None,
+    hidden_size: int,
+    layer_num: int,
+    activation: nn.Module | None,
+    norm_type: str | None,
+    dropout: float | None = None,
 ) -> tuple[list[nn.Module], int]:
     """Hidden layers of a head (a flat list, so the head is one Sequential) and the width they output."""
     input_size = hidden_size if input_size is None else input_size
     if layer_num == 0:
         return [], input_size
-    return list(
-        MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)
-    ), hidden_size
+    mlp = MLP(input_size, hidden_size, hidden_size, layer_num, activation, norm_type, dropout=dropout)
+    return (list(mlp) if isinstance(mlp, nn.Sequential) else [mlp]), hidden_size
 
 
 class DiscreteHead(nn.Module):
@@ -35,7 +38,7 @@ class DiscreteHead(nn.Module):
         hidden_size: int,
         output_size: int,
         layer_num: int = 1,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         dropout: float | None = None,
         input_size: int | None = None,
@@ -45,7 +48,7 @@ class DiscreteHead(nn.Module):
         self.main = nn.Sequential(*body, nn.Linear(width, output_size))
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {'logit': fast_call(self.main, x)}
+        return {'logit': self.main(x)}
 
 
 class DuelingHead(nn.Module):
@@ -58,7 +61,7 @@ class DuelingHead(nn.Module):
         layer_num: int = 1,
         a_layer_num: int | None = None,
         v_layer_num: int | None = None,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         dropout: float | None = None,
         input_size: int | None = None,
@@ -72,8 +75,8 @@ class DuelingHead(nn.Module):
         self.V = nn.Sequential(*v_body, nn.Linear(v_width, 1))
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        a = fast_call(self.A, x)
-        v = fast_call(self.V, x)
+        a = self.A(x)
+        v = self.V(x)
         return {'logit': a - a.mean(dim=-1, keepdim=True) + v}
 
 
@@ -86,7 +89,7 @@ class RegressionHead(nn.Module):
         output_size: int = 1,
         layer_num: int = 2,
         final_tanh: bool = False,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         input_size: int | None = None,
     ) -> None:
@@ -97,7 +100,7 @@ class RegressionHead(nn.Module):
         self.output_size = output_size
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        x = fast_call(self.main, x)
+        x = self.main(x)
         if self.final_tanh:
             x = torch.tanh(x)
         if self.output_size == 1:
@@ -114,6 +117,7 @@ class ReparameterizationHead(nn.Module):
     """
 
     sigma_types = ('fixed', 'independent', 'conditioned')
+    fixed_log_sigma: torch.Tensor  # a buffer, with sigma_type 'fixed'
     bound_types = (None, 'tanh')
 
     def __init__(
@@ -123,7 +127,7 @@ class ReparameterizationHead(nn.Module):
         layer_num: int = 2,
         sigma_type: str | None = None,
         fixed_sigma_value: float | None = 1.0,
-        activation: nn.Module = nn.ReLU(),
+        activation: nn.Module | None = nn.ReLU(),
         norm_type: str | None = None,
         bound_type: str | None = None,
         input_size: int | None = None,
@@ -143,6 +147,8 @@ class ReparameterizationHead(nn.Module):
         self.main = nn.Sequential(*body)
         self.mu = nn.Linear(width, output_size)
         if sigma_type == 'fixed':
+            if fixed_sigma_value is None:
+                raise ValueError("ReparameterizationHead: sigma_type 'fixed' needs a fixed_sigma_value")
             self.register_buffer('fixed_log_sigma', torch.full((1, output_size), math.log(fixed_sigma_value)))
         elif sigma_type == 'independent':
             self.log_sigma_param = nn.Parameter(torch.zeros(1, output_size))
@@ -150,12 +156,12 @@ class ReparameterizationHead(nn.Module):
             self.log_sigma_layer = nn.Linear(width, output_size)
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        x = fast_call(self.main, x)
-        mu = fast_call(self.mu, x)
+        x = self.main(x)
+        mu = self.mu(x)
         if self.bound_type == 'tanh':
             mu = torch.tanh(mu)
         if self.sigma_type == 'conditioned':
-            log_sigma = torch.clamp(fast_call(self.log_sigma_layer, x), -20.0, 2.0)
+            log_sigma = torch.clamp(self.log_sigma_layer(x), -20.0, 2.0)
         elif self.sigma_type == 'independent':
             log_sigma = self.log_sigma_param.expand_as(mu)
         else:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
-import torch
 import torch.nn as nn
 
 _NORMS = {
@@ -102,14 +102,14 @@ def MLP(
     return nn.Sequential(*layers)
 
 
-def squeeze_shape(shape: int | list[int] | tuple | torch.Size, name: str) -> int | tuple:
+def squeeze_shape(shape: int | Sequence[int], name: str) -> int | tuple[int, ...]:
     """An int for 1-D shapes (``4``, ``[4]``, ``(4,)``), a tuple otherwise."""
     if isinstance(shape, int):
         return shape
     try:
-        shape = tuple(int(s) for s in shape)
+        dims = tuple(int(s) for s in shape)
     except TypeError as e:
         raise TypeError(f'model {name}: expected an int or a sequence of ints, got {shape!r}') from e
-    if len(shape) == 0:
+    if len(dims) == 0:
         raise ValueError(f'model {name}: empty shape')
-    return shape[0] if len(shape) == 1 else shape
+    return dims[0] if len(dims) == 1 else dims

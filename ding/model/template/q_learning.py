@@ -11,7 +11,6 @@ from ding.utils.registry import MODEL_REGISTRY
 
 from ..common import DiscreteHead, DuelingHead, build_encoder
 from ..common.layers import squeeze_shape
-from ..common.module_call import fast_call
 
 
 @MODEL_REGISTRY.register('dqn')
@@ -41,10 +40,9 @@ class DQN(nn.Module):
         self.obs_shape, self.action_shape = obs_shape, action_shape
         self.encoder = build_encoder(obs_shape, list(encoder_hidden_size_list), activation, norm_type)
         feature = self.encoder.output_size
-        head_hidden_size = feature if head_hidden_size is None else head_hidden_size
         head_cls = DuelingHead if dueling else DiscreteHead
         self.head = head_cls(
-            head_hidden_size,
+            feature if head_hidden_size is None else head_hidden_size,
             action_shape,
             head_layer_num,
             activation=activation,
@@ -54,4 +52,4 @@ class DQN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return fast_call(self.head, fast_call(self.encoder, x))
+        return self.head(self.encoder(x))

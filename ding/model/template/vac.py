@@ -11,7 +11,6 @@ from ding.utils.registry import MODEL_REGISTRY
 
 from ..common import DiscreteHead, RegressionHead, ReparameterizationHead, build_encoder
 from ..common.layers import squeeze_shape
-from ..common.module_call import fast_call
 
 
 @MODEL_REGISTRY.register('vac')
@@ -69,6 +68,7 @@ class VAC(nn.Module):
             norm_type=norm_type,
             input_size=critic_in,
         )
+        self.actor_head: DiscreteHead | ReparameterizationHead
         if action_space == 'discrete':
             self.actor_head = DiscreteHead(
                 actor_head_hidden_size,
@@ -111,20 +111,20 @@ class VAC(nn.Module):
         raise ValueError(f'VAC.forward: mode must be one of {self.mode}, got {mode!r}')
 
     def _actor_out(self, feature: torch.Tensor):
-        out = fast_call(self.actor_head, feature)
+        out = self.actor_head(feature)
         return out['logit'] if self.action_space == 'discrete' else out
 
     def compute_actor(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        feature = fast_call(self.encoder if self.share_encoder else self.actor_encoder, x)
+        feature = (self.encoder if self.share_encoder else self.actor_encoder)(x)
         return {'logit': self._actor_out(feature)}
 
     def compute_critic(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        feature = fast_call(self.encoder if self.share_encoder else self.critic_encoder, x)
-        return {'value': fast_call(self.critic_head, feature)['pred']}
+        feature = (self.encoder if self.share_encoder else self.critic_encoder)(x)
+        return {'value': self.critic_head(feature)['pred']}
 
     def compute_actor_critic(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         if self.share_encoder:
-            actor_feature = critic_feature = fast_call(self.encoder, x)
+            actor_feature = critic_feature = self.encoder(x)
         else:
-            actor_feature, critic_feature = fast_call(self.actor_encoder, x), fast_call(self.critic_encoder, x)
-        return {'logit': self._actor_out(actor_feature), 'value': fast_call(self.critic_head, critic_feature)['pred']}
+            actor_feature, critic_feature = self.actor_encoder(x), self.critic_encoder(x)
+        return {'logit': self._actor_out(actor_feature), 'value': self.critic_head(critic_feature)['pred']}

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from easydict import EasyDict
 
-from ding.utils.log_helper import build_logger, close_logger, summary_writer_cls
+from ding.utils.log_helper import build_logger, build_summary_writer, close_logger
 from ding.utils.registry import SERIAL_COLLECTOR_REGISTRY, import_module
 
 
@@ -118,7 +118,7 @@ class SerialWorkerMixin:
         if self._tb_logger is None:
             if not self._own_tb or self._end_flag:
                 return
-            self._tb_logger = summary_writer_cls()(os.path.join(self._log_path, self._instance_name))
+            self._tb_logger = build_summary_writer(os.path.join(self._log_path, self._instance_name))
         for k, v in info.items():
             if not np.isscalar(v) or isinstance(v, str):
                 continue

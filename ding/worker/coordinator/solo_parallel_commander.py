@@ -71,8 +71,10 @@ class SoloCommander(BaseCommander):
         if self._logger is None:
             from ding.utils.log_helper import build_logger
 
+            # No tensorboard writer here: tensorboardX imports torch, which the coordinator process never loads
+            # (its memory and start-up stay small); the task results are in this text log.
             self._logger, self._tb_logger = build_logger(
-                f'./{self._cfg.exp_name}/log/commander', 'commander', need_tb=True, to_console=False
+                f'./{self._cfg.exp_name}/log/commander', 'commander', need_tb=False, to_console=False
             )
         return self._logger
 
