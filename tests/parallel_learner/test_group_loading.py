@@ -7,7 +7,7 @@ import os
 import torch
 from comm_helpers import BATCH, comm_config, ok, serving, start_task, write_sample_file
 
-from ding.worker.coordinator.comm_coordinator import learn_task_payload
+from ding.worker.coordinator.learn_task_payload import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
 from ding.worker.learner.comm.learn_task_data import (
     DataIdRows,

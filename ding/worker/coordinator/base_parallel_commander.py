@@ -81,6 +81,9 @@ class BaseCommander(ABC):
         learner_task_space=1,
         eval_interval=60.0,
     )
+    # set by the concrete commanders' constructors
+    _collector_task_space: TaskSpace
+    _policy: Any = None  # the command mode of the run's policy
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -134,6 +137,11 @@ class BaseCommander(ABC):
 
     def close(self) -> None:
         """Release loggers; the default has none."""
+
+    @property
+    def command_mode(self) -> Any:
+        """The policy's command mode the collect settings come from (e.g. an epsilon schedule), or None."""
+        return self._policy
 
     @property
     def end_flag(self) -> bool:
