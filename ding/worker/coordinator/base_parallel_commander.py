@@ -20,14 +20,8 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config.parallel import BUILTIN_COMMANDER_MODULES
 from ding.utils.registry import COMMANDER_REGISTRY, import_module
-
-# Modules holding the built-in parallel commanders; imported on demand so a config can name them
-# without listing import_names.
-BUILTIN_COMMANDER_MODULES = (
-    'ding.worker.coordinator.solo_parallel_commander',
-    'ding.worker.coordinator.naive_parallel_commander',
-)
 
 _uid_counter = itertools.count()
 
