@@ -77,7 +77,7 @@ def find_free_port(host: str = LOCAL_HOST, taken: set | None = None) -> int:
     raise ConfigError(f'could not find a free port on {host}')
 
 
-def _can_bind(host: str) -> bool:
+def can_bind(host: str) -> bool:
     """Whether ``host`` is an address of this machine."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -104,7 +104,7 @@ def _resolve_port(entry: dict[str, Any], where: str, taken: set) -> None:
     if port in (None, 'auto'):
         host = entry['host']
         bind_host = '0.0.0.0' if host in ('0.0.0.0', '') else host
-        if not _can_bind(bind_host):
+        if not can_bind(bind_host):
             raise ConfigError(
                 f"system config: {where}.port is 'auto' but host '{host}' is not this machine; "
                 f'give {where}.port explicitly'

@@ -8,6 +8,7 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMMANDER_REGISTRY
 
 from .base_parallel_commander import (
@@ -63,14 +64,12 @@ class SoloCommander(BaseCommander):
         self.best_eval_return = float('-inf')
         self.last_eval_return: float | None = None
         self._end_flag = False
-        self._logger = None
-        self._tb_logger = None
+        self._logger: Any = None  # built on first use: a commander that never logs leaves no files
+        self._tb_logger: Any = None
 
     # ---- logging ---------------------------------------------------------------------------------
     def _log(self) -> Any:
         if self._logger is None:
-            from ding.utils.log_helper import build_logger
-
             self._logger, self._tb_logger = build_logger(
                 f'./{self._cfg.exp_name}/log/commander', 'commander', need_tb=True, to_console=False
             )
@@ -90,7 +89,12 @@ class SoloCommander(BaseCommander):
         return make_learner_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name)
 
     def get_collector_task(self) -> dict | None:
-        if self._end_flag or self._current_buffer_id is None:
+        buffer_id, policy_name, learner_task_id = (
+            self._current_buffer_id,
+            self._current_policy_name,
+            self._current_learner_task_id,
+        )
+        if self._end_flag or buffer_id is None or policy_name is None or learner_task_id is None:
             return None
         if not self._collector_task_space.acquire_space():
             return None
@@ -106,13 +110,7 @@ class SoloCommander(BaseCommander):
             policy_kwargs = dict(self._policy.get_setting_collect(info))
         self._collector_task_count += 1
         return make_collector_task(
-            self._cfg,
-            task_id,
-            self._current_buffer_id,
-            self._current_policy_name,
-            self._current_learner_task_id,
-            eval_flag,
-            policy_kwargs,
+            self._cfg, task_id, buffer_id, policy_name, learner_task_id, eval_flag, policy_kwargs
         )
 
     # ---- results ---------------------------------------------------------------------------------
@@ -207,8 +205,6 @@ class SoloCommander(BaseCommander):
 
     def close(self) -> None:
         if self._logger is not None:
-            from ding.utils.log_helper import close_logger
-
             close_logger(self._logger)
             self._logger = None
         if self._tb_logger is not None:
