@@ -35,6 +35,7 @@ class CommCoordinator:
         self._logger = logger
         self._system_cfg = system_cfg or {}
         self._closed = False
+        # Callbacks are looked up when called: a caller may leave out the ones its workers never trigger.
         self._links = WorkerLinks(
             cfg,
             logger,

@@ -141,12 +141,12 @@ class Coordinator:
         if resume:
             self.restore_state()
 
-    # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the master, connect to the workers and begin producing / assigning tasks."""
         self.start_time = time.time()
         self._interaction.start()
-        self._scheduler.start(extra=((self._data.data_gc_loop, 'data_gc'),))
+        self._data.start()
+        self._scheduler.start()
         self.info('coordinator started')
 
     def close(self) -> None:
@@ -168,9 +168,8 @@ class Coordinator:
 
     def __del__(self) -> None:
         # Only the cheap part: a coordinator that was never closed must not keep its threads spinning.
-        scheduler = self.__dict__.get('_scheduler')
-        if scheduler is not None:
-            scheduler.stopped = True
+        if '_scheduler' in self.__dict__:  # (its constructor may have failed before building it)
+            self._scheduler.stop()
 
     # ---- state of the run -----------------------------------------------------------------------
     @property

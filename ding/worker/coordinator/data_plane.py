@@ -46,6 +46,7 @@ class DataPlane:
         self._learner_starving = False
         self.paused = False  # run control: no data to the learner, none from collectors
         self._stopped = threading.Event()
+        self._gc_thread: threading.Thread | None = None
         self._buffers: dict[str, Any] = {}
         self._closed_buffers: set[str] = set()
         self._buffer_lock = threading.Lock()
@@ -94,6 +95,12 @@ class DataPlane:
             buffer.close()
             self._info(f'replay buffer {buffer_id} closed ({removed} stale samples removed)')
 
+    def start(self) -> None:
+        """Start deleting, every ``data_gc_interval`` s, the sample files no buffer needs any more."""
+        if self._gc_interval > 0:
+            self._gc_thread = threading.Thread(target=self._data_gc_loop, name='coordinator_data_gc', daemon=True)
+            self._gc_thread.start()
+
     def stop(self) -> None:
         """Wake every waiter and end the garbage loop (the run is ending)."""
         self._stopped.set()
@@ -101,6 +108,9 @@ class DataPlane:
 
     def close(self, keep_data: bool) -> None:
         """Close the buffers and (unless ``keep_data``) delete the sample files that came through this run."""
+        self.stop()
+        if self._gc_thread is not None:
+            self._gc_thread.join(timeout=5)
         with self._buffer_lock:
             buffer_ids = list(self._buffers)
         for buffer_id in buffer_ids:
@@ -207,10 +217,7 @@ class DataPlane:
             self._data_arrived.notify_all()
 
     # ---- sample files ------------------------------------------------------------------------------
-    def data_gc_loop(self) -> None:
-        """Until ``stop()``: every ``data_gc_interval`` s, delete the sample files no buffer needs any more."""
-        if self._gc_interval <= 0:
-            return
+    def _data_gc_loop(self) -> None:
         while not self._stopped.wait(self._gc_interval):
             self.collect_data_garbage(self._gc_min_age)
 

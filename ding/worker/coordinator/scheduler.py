@@ -77,15 +77,14 @@ class TaskScheduler:
         self.failed_tasks: list[dict[str, Any]] = []
 
     # ---- threads -----------------------------------------------------------------------------------
-    def start(self, extra: tuple[tuple[Callable[[], None], str], ...] = ()) -> None:
-        """Start the produce / assign threads (and ``extra`` ``(target, name)`` threads of the coordinator)."""
+    def start(self) -> None:
+        """Start the produce / assign threads."""
         self.stopped = False
-        targets = (
+        targets: tuple[tuple[Callable[[], None], str], ...] = (
             (lambda: self._produce('learner'), 'produce_learner'),
             (self._assign_learner_task, 'assign_learner'),
             (lambda: self._produce('collector'), 'produce_collector'),
             (self._assign_collector_task, 'assign_collector'),
-            *extra,
         )
         for target, name in targets:
             t = threading.Thread(target=target, name=f'coordinator_{name}', daemon=True)
@@ -131,7 +130,8 @@ class TaskScheduler:
         except queue.Empty:
             return None
 
-    def _timed_out(self, kind: str, task: dict, put_time: float) -> bool:
+    def _give_up_if_late(self, kind: str, task: dict, put_time: float) -> bool:
+        """Give ``task`` up (True) when no worker took it within the task timeout since it was queued."""
         timeout = self._timeouts[kind]
         if time.time() - put_time < timeout:
             return False
@@ -153,7 +153,7 @@ class TaskScheduler:
             if queued is None:
                 continue
             task, put_time = queued
-            while not self.stopped and not self._timed_out('learner', task, put_time):
+            while not self.stopped and not self._give_up_if_late('learner', task, put_time):
                 self._control.add_service_fields(task)
                 self._data.ensure_buffer(task)
                 if self._hand_over('learner', task):
@@ -166,7 +166,7 @@ class TaskScheduler:
             if queued is None:
                 continue
             task, put_time = queued
-            while not self.stopped and not self._timed_out('collector', task, put_time):
+            while not self.stopped and not self._give_up_if_late('collector', task, put_time):
                 has_buffer, buffer_closed = self._data.buffer_status(task['buffer_id'])
                 if buffer_closed:
                     # Its learner task is over: the data would have nowhere to go.
