@@ -132,7 +132,10 @@ class CoordinatorControl:
 
     def _register_eps_tunables(self, runtime: Any) -> None:
         eps_cfg = self._main_cfg.policy.get('other', {}).get('eps')
-        mode = getattr(self._commander, 'command_mode', None)
+        # The object whose get_setting_collect runs: a built-in command mode itself, or the policy behind the
+        # command-mode view of a policy built from import_names.
+        collect_setting = getattr(getattr(self._commander, 'command_mode', None), 'get_setting_collect', None)
+        mode = getattr(collect_setting, '__self__', None)
         if eps_cfg is None or mode is None or not hasattr(mode, 'epsilon_greedy'):
             return
 
