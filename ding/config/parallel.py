@@ -23,8 +23,22 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.utils.registry import (
+    BUFFER_REGISTRY,
+    COMMANDER_REGISTRY,
+    COORDINATOR_REGISTRY,
+    ENV_MANAGER_REGISTRY,
+    ENV_REGISTRY,
+    LEARNER_REGISTRY,
+    PARALLEL_COLLECTOR_REGISTRY,
+    POLICY_REGISTRY,
+    Registry,
+    import_module,
+)
+
 from .errors import ConfigError
 from .merge import deep_merge_dicts
+from .validate import validate_config
 
 LOCAL_HOST = '127.0.0.1'
 PLATFORMS = ('local',)
@@ -33,13 +47,20 @@ PLATFORMS = ('local',)
 # strict sections accept them.
 PARALLEL_LEARNER_DEFAULTS = dict(learner_num=1, send_policy_freq=1)
 PARALLEL_COLLECTOR_DEFAULTS = dict(collector_num=1, update_policy_second=3)
-DEFAULT_SYSTEM = dict(
+DEFAULT_SYSTEM: dict[str, Any] = dict(
     coordinator=dict(),
     path_data=None,
     path_policy=None,
     communication_mode='auto',
     learner_gpu_num=0,
 )
+# Modules whose import registers the built-in parallel components: looked up by name through the registries,
+# as for policies and envs, so the config layer does not import the worker layer.
+BUILTIN_COMMANDER_MODULES = (
+    'ding.worker.coordinator.solo_parallel_commander',
+    'ding.worker.coordinator.naive_parallel_commander',
+)
+BUILTIN_COORDINATOR_MODULES = ('ding.worker.coordinator.coordinator',)
 
 
 # ---- free ports ---------------------------------------------------------------------------------
@@ -56,7 +77,7 @@ def find_free_port(host: str = LOCAL_HOST, taken: set | None = None) -> int:
     raise ConfigError(f'could not find a free port on {host}')
 
 
-def _can_bind(host: str) -> bool:
+def can_bind(host: str) -> bool:
     """Whether ``host`` is an address of this machine."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -83,7 +104,7 @@ def _resolve_port(entry: dict[str, Any], where: str, taken: set) -> None:
     if port in (None, 'auto'):
         host = entry['host']
         bind_host = '0.0.0.0' if host in ('0.0.0.0', '') else host
-        if not _can_bind(bind_host):
+        if not can_bind(bind_host):
             raise ConfigError(
                 f"system config: {where}.port is 'auto' but host '{host}' is not this machine; "
                 f'give {where}.port explicitly'
@@ -110,8 +131,8 @@ def parallel_transform(
     ``path_data`` / ``path_policy`` (default ``./{exp_name}/data`` and ``./{exp_name}/policy``; the text
     ``{exp_name}`` in a given path is replaced by the experiment name).
     """
-    cfg = EasyDict(copy.deepcopy(dict(cfg)))
-    main, system = cfg.main, EasyDict(deep_merge_dicts(DEFAULT_SYSTEM, cfg.get('system') or {}))
+    out = EasyDict(copy.deepcopy(dict(cfg)))
+    main, system = out.main, EasyDict(deep_merge_dicts(DEFAULT_SYSTEM, out.get('system') or {}))
     exp_name = main.get('exp_name', 'default_experiment')
     learner_num = int(main.policy.learn.learner.get('learner_num', 1))
     collector_num = int(main.policy.collect.collector.get('collector_num', 1))
@@ -155,20 +176,33 @@ def parallel_transform(
     system.collector = workers('collector', collector_num, 'comm_collector', collector_host)
     coordinator.learner = {k: [k, v['host'], v['port']] for k, v in system.learner.items()}
     coordinator.collector = {k: [k, v['host'], v['port']] for k, v in system.collector.items()}
-    cfg.system = EasyDict(system)
-    return cfg
+    out.system = EasyDict(system)
+    return out
 
 
 # ---- main section -------------------------------------------------------------------------------
-def _type_section(create_cfg: Mapping[str, Any], key: str, required: bool = True) -> EasyDict | None:
+def _type_section(create_cfg: Mapping[str, Any], key: str, default: Mapping[str, Any] | None = None) -> EasyDict:
+    """``create_cfg[key]`` (it needs a ``type``); ``default`` when it is missing, an error if there is none."""
     section = create_cfg.get(key)
     if section is None:
-        if required:
+        if default is None:
             raise ConfigError(f'parallel config: create_config.{key} is missing (it names the {key} type)')
-        return None
+        section = default
     if not isinstance(section, Mapping) or not section.get('type'):
         raise ConfigError(f"parallel config: create_config.{key} needs a 'type', got {section!r}")
     return EasyDict(copy.deepcopy(dict(section)))
+
+
+def _cls_of(registry: Registry, section: Mapping[str, Any], builtin: Sequence[str] = ()) -> Any:
+    """The class ``section.type`` names, after importing ``section.import_names`` (and, if it is not
+    registered then, the ``builtin`` modules)."""
+    import_module(section.get('import_names', []) or [])
+    if section['type'] not in registry:
+        import_module(builtin)
+    try:
+        return registry.get_cls(section['type'])
+    except KeyError as exc:
+        raise ConfigError(f'parallel config: {exc.args[0]}') from None
 
 
 def _defaults_of(cls: Any) -> EasyDict:
@@ -179,58 +213,35 @@ def _defaults_of(cls: Any) -> EasyDict:
 
 def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
     """The tree of component defaults that the user's main config is merged over."""
-    from ding.utils.registry import (
-        BUFFER_REGISTRY,
-        ENV_MANAGER_REGISTRY,
-        ENV_REGISTRY,
-        LEARNER_REGISTRY,
-        PARALLEL_COLLECTOR_REGISTRY,
-        POLICY_REGISTRY,
-        import_module,
-    )
-    from ding.worker.coordinator.base_parallel_commander import get_parallel_commander_cls
-
-    def cls_of(registry: Any, section: Mapping[str, Any], builtin: Sequence[str] = ()) -> Any:
-        import_module(section.get('import_names', []) or [])
-        if section['type'] not in registry:
-            import_module(builtin)
-        try:
-            return registry.get_cls(section['type'])
-        except KeyError as exc:
-            raise ConfigError(f'parallel config: {exc.args[0]}') from None
-
     env_c = _type_section(create_cfg, 'env')
     manager_c = _type_section(create_cfg, 'env_manager')
     policy_c = _type_section(create_cfg, 'policy')
-    learner_c = _type_section(create_cfg, 'learner', required=False) or EasyDict(type='base')
+    learner_c = _type_section(create_cfg, 'learner', {'type': 'base'})
     collector_c = _type_section(create_cfg, 'collector')
-    commander_c = _type_section(create_cfg, 'commander', required=False) or EasyDict(type='solo')
-    buffer_c = _type_section(create_cfg, 'replay_buffer', required=False) or EasyDict(type='advanced')
+    commander_c = _type_section(create_cfg, 'commander', {'type': 'solo'})
+    buffer_c = _type_section(create_cfg, 'replay_buffer', {'type': 'advanced'})
 
-    env_cfg = _defaults_of(cls_of(ENV_REGISTRY, env_c))
+    env_cfg = _defaults_of(_cls_of(ENV_REGISTRY, env_c))
     env_cfg.update(env_c)
-    env_cfg.manager = deep_merge_dicts(_defaults_of(cls_of(ENV_MANAGER_REGISTRY, manager_c, ['ding.envs'])), manager_c)
-    policy_cfg = _defaults_of(cls_of(POLICY_REGISTRY, policy_c, ['ding.policy']))
+    env_cfg.manager = deep_merge_dicts(_defaults_of(_cls_of(ENV_MANAGER_REGISTRY, manager_c, ['ding.envs'])), manager_c)
+    policy_cfg = _defaults_of(_cls_of(POLICY_REGISTRY, policy_c, ['ding.policy']))
     policy_cfg.type = policy_c.type
     if policy_c.get('import_names'):
         policy_cfg.import_names = policy_c.import_names
     for section in ('learn', 'collect', 'eval', 'other'):
         policy_cfg.setdefault(section, EasyDict())
     learner_cfg = deep_merge_dicts(
-        PARALLEL_LEARNER_DEFAULTS, _defaults_of(cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner']))
+        PARALLEL_LEARNER_DEFAULTS, _defaults_of(_cls_of(LEARNER_REGISTRY, learner_c, ['ding.worker.learner']))
     )
     policy_cfg.learn.learner = deep_merge_dicts(learner_cfg, learner_c)
-    collector_cls = cls_of(
+    collector_cls = _cls_of(
         PARALLEL_COLLECTOR_REGISTRY, collector_c, ['ding.worker.collector.zergling_parallel_collector']
     )
     collector_cfg = deep_merge_dicts(PARALLEL_COLLECTOR_DEFAULTS, _defaults_of(collector_cls))
     policy_cfg.collect.collector = deep_merge_dicts(collector_cfg, collector_c)
-    try:
-        commander_cls = get_parallel_commander_cls(commander_c)
-    except KeyError as exc:
-        raise ConfigError(f'parallel config: {exc.args[0]}') from None
+    commander_cls = _cls_of(COMMANDER_REGISTRY, commander_c, BUILTIN_COMMANDER_MODULES)
     policy_cfg.other.commander = deep_merge_dicts(_defaults_of(commander_cls), commander_c)
-    buffer_cfg = _defaults_of(cls_of(BUFFER_REGISTRY, buffer_c, ['ding.worker.replay_buffer']))
+    buffer_cfg = _defaults_of(_cls_of(BUFFER_REGISTRY, buffer_c, ['ding.worker.replay_buffer']))
     policy_cfg.other.replay_buffer = deep_merge_dicts(buffer_cfg, buffer_c)
     return EasyDict({'env': env_cfg, 'policy': policy_cfg})
 
@@ -256,21 +267,16 @@ def compile_config_parallel(
     """
     if platform not in PLATFORMS:
         raise ConfigError(f'compile_config_parallel: platform {platform!r} is not supported (supported: {PLATFORMS})')
-    cfg = EasyDict(copy.deepcopy(dict(cfg)))
-    create_cfg = EasyDict(copy.deepcopy(dict(create_cfg)))
-    system_cfg = EasyDict(copy.deepcopy(dict(system_cfg or {})))
-    defaults = _component_defaults(create_cfg)
+    user_cfg = EasyDict(copy.deepcopy(dict(cfg)))
+    create = EasyDict(copy.deepcopy(dict(create_cfg)))
+    system = EasyDict(copy.deepcopy(dict(system_cfg or {})))
+    defaults = _component_defaults(create)
     try:
-        from .validate import validate_config
-    except ImportError:  # validation is an addition; compiling works without it
-        validate_config = None
-    if validate_config is not None:
-        try:
-            validate_config(cfg, defaults)
-        except ConfigError as exc:
-            raise ConfigError(f'parallel config: {exc}') from None
-    user_commander = ((cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
-    main = deep_merge_dicts(defaults, cfg)
+        validate_config(user_cfg, defaults)
+    except ConfigError as exc:
+        raise ConfigError(f'parallel config: {exc}') from None
+    user_commander = ((user_cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
+    main = deep_merge_dicts(defaults, user_cfg)
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')
     commander = main.policy.other.commander
@@ -283,16 +289,14 @@ def compile_config_parallel(
         main.policy.eval.evaluator.n_episode = main.env.n_evaluator_episode
 
     for key in ('comm_learner', 'comm_collector'):
-        section = _type_section(create_cfg, key)
-        system_cfg[key] = section
-    out = parallel_transform(EasyDict(main=main, system=system_cfg), coordinator_host, learner_host, collector_host)
+        system[key] = _type_section(create, key)
+    out = parallel_transform(EasyDict(main=main, system=system), coordinator_host, learner_host, collector_host)
     out.main.policy.other.commander.path_policy = out.system.path_policy  # DI-engine keeps it here too
-    from ding.worker.coordinator.coordinator import Coordinator
-
-    out.system.coordinator = deep_merge_dicts(Coordinator.default_config(), out.system.coordinator)
+    coordinator_cls = _cls_of(COORDINATOR_REGISTRY, EasyDict(type='coordinator'), BUILTIN_COORDINATOR_MODULES)
+    out.system.coordinator = deep_merge_dicts(coordinator_cls.default_config(), out.system.coordinator)
     out.seed = seed
     if save_cfg:
-        save_parallel_config(out, create_cfg, os.path.join('.', main.exp_name, save_path))
+        save_parallel_config(out, create, os.path.join('.', main.exp_name, save_path))
     return out
 
 

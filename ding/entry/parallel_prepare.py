@@ -25,6 +25,11 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config.errors import ConfigError
+from ding.config.parallel import compile_config_parallel
+from ding.utils.jsonable import to_jsonable
+from ding.worker.resume import ResumeError, experiment_ckpt_dir, resolve_resume
+
 
 def child_env() -> dict[str, str]:
     """Environment of a ding child process: this very ding (and dizoo) importable even when not installed."""
@@ -56,9 +61,6 @@ def prepare_here(
     main_cfg: EasyDict, create_cfg: EasyDict, system_cfg: EasyDict, seed: int, resume: str | None
 ) -> tuple[EasyDict, str | None]:
     """``prepare_run`` in this process (imports torch)."""
-    from ding.config.parallel import compile_config_parallel
-    from ding.worker.resume import experiment_ckpt_dir, resolve_resume
-
     main_cfg = EasyDict(main_cfg)
     main_cfg.setdefault('exp_name', 'default_experiment')
     # Before anything is built or written: a checkpoint that does not verify stops the run here.
@@ -71,8 +73,7 @@ def prepare_here(
 
 def check_policy_transport(cfg: EasyDict) -> None:
     """``policy_transport='http'`` needs the learner's run service (or an explicit ``weights_address``)."""
-    from ding.config.errors import ConfigError
-    from ding.service.weights import check_policy_transport as check_transport
+    from ding.service.weights import check_policy_transport as check_transport  # deferred: ding.service imports torch
 
     collector_cfg = cfg.main.policy.collect.collector
     try:
@@ -93,9 +94,6 @@ def check_policy_transport(cfg: EasyDict) -> None:
 # ---- the child interpreter ---------------------------------------------------------------------------
 def _errors() -> dict[str, type]:
     """Exceptions a child's answer may name; they are raised here again with their message."""
-    from ding.config.errors import ConfigError
-    from ding.worker.resume import ResumeError
-
     return {'ConfigError': ConfigError, 'ResumeError': ResumeError}
 
 
@@ -107,8 +105,6 @@ def _prepare_in_child(
     resume: str | None,
     answer_in: Callable[[str, str], bool] | None = None,
 ) -> tuple[EasyDict, str | None]:
-    from ding.worker.coordinator.comm_coordinator import to_jsonable
-
     with tempfile.TemporaryDirectory(prefix='ding_prepare_') as tmp:
         request, answer = os.path.join(tmp, 'request.json'), os.path.join(tmp, 'answer.json')
         with open(request, 'w', encoding='utf-8') as f:
@@ -171,8 +167,6 @@ def answer_request(request_path: str, answer_path: str) -> int:
             int(request['seed']),
             request.get('resume'),
         )
-        from ding.worker.coordinator.comm_coordinator import to_jsonable
-
         answer: dict[str, Any] = {'cfg': to_jsonable(cfg), 'resume_path': resume_path}
         code = 0
     except Exception as exc:  # the parent raises it again; the traceback helps with unexpected ones

@@ -85,6 +85,7 @@ SERIAL_EVALUATOR_REGISTRY = Registry('serial_evaluator')
 COMM_LEARNER_REGISTRY = Registry('comm_learner')
 COMM_COLLECTOR_REGISTRY = Registry('comm_collector')
 COMMANDER_REGISTRY = Registry('commander')
+COORDINATOR_REGISTRY = Registry('coordinator')
 LEARNER_HOOK_REGISTRY = Registry('learner_hook')
 
 REGISTRIES: dict[str, Registry] = {
@@ -102,6 +103,7 @@ REGISTRIES: dict[str, Registry] = {
         COMM_LEARNER_REGISTRY,
         COMM_COLLECTOR_REGISTRY,
         COMMANDER_REGISTRY,
+        COORDINATOR_REGISTRY,
         LEARNER_HOOK_REGISTRY,
     )
 }

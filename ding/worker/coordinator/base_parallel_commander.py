@@ -16,18 +16,13 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from easydict import EasyDict
 
-from ding.utils.registry import COMMANDER_REGISTRY, import_module
-
-# Modules holding the built-in parallel commanders; imported on demand so a config can name them
-# without listing import_names.
-BUILTIN_COMMANDER_MODULES = (
-    'ding.worker.coordinator.solo_parallel_commander',
-    'ding.worker.coordinator.naive_parallel_commander',
-)
+from ding.config.parallel import BUILTIN_COMMANDER_MODULES
+from ding.rl_utils.exploration import EpsCommandMode
+from ding.utils.registry import COMMANDER_REGISTRY, POLICY_REGISTRY, import_module
 
 _uid_counter = itertools.count()
 
@@ -81,6 +76,13 @@ class BaseCommander(ABC):
         learner_task_space=1,
         eval_interval=60.0,
     )
+    # set by the concrete commanders' constructors
+    _collector_task_space: TaskSpace
+    _policy: Any = None  # the command mode of the run's policy
+
+    def __init__(self, cfg: EasyDict) -> None:
+        """``cfg``: the compiled main config (``cfg.policy.other.commander`` holds the commander's settings)."""
+        self._cfg = cfg
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -136,6 +138,11 @@ class BaseCommander(ABC):
         """Release loggers; the default has none."""
 
     @property
+    def command_mode(self) -> Any:
+        """The policy's command mode the collect settings come from (e.g. an epsilon schedule), or None."""
+        return self._policy
+
+    @property
     def end_flag(self) -> bool:
         """True once the commander has ended the run (it gives out no more tasks)."""
         return getattr(self, '_end_flag', False)
@@ -164,8 +171,6 @@ class NoCommandMode:
 
 
 def _eps_command_mode(policy_cfg: EasyDict) -> Any:
-    from ding.rl_utils.exploration import EpsCommandMode
-
     if 'eps' not in policy_cfg.get('other', {}):
         raise KeyError(f"policy type '{policy_cfg.type}': the compiled config has no policy.other.eps")
     return EpsCommandMode(policy_cfg.other.eps, owner=f'{policy_cfg.type} command mode')
@@ -188,8 +193,6 @@ def command_policy(cfg: EasyDict) -> Any:
     policy_cfg = copy.deepcopy(cfg.policy)
     if policy_cfg.type in BUILTIN_COMMAND_MODES and not policy_cfg.get('import_names'):
         return BUILTIN_COMMAND_MODES[policy_cfg.type](policy_cfg)
-    from ding.utils.registry import POLICY_REGISTRY
-
     import_module(policy_cfg.get('import_names', []) or [])
     if policy_cfg.type not in POLICY_REGISTRY:
         import_module(['ding.policy'])
@@ -248,7 +251,7 @@ def make_collector_task(
     }
 
 
-def get_parallel_commander_cls(cfg: dict[str, Any]) -> type:
+def get_parallel_commander_cls(cfg: dict[str, Any]) -> type[BaseCommander]:
     """The commander class named by ``cfg.type`` (``cfg`` is ``policy.other.commander`` or a create-config entry)."""
     import_module(cfg.get('import_names', []) or [])
     type_name = cfg.get('type')
@@ -256,14 +259,14 @@ def get_parallel_commander_cls(cfg: dict[str, Any]) -> type:
         raise KeyError(f"commander config needs a 'type' (one of {COMMANDER_REGISTRY.query()}), got keys {list(cfg)}")
     if type_name not in COMMANDER_REGISTRY:
         import_module(BUILTIN_COMMANDER_MODULES)
-    return COMMANDER_REGISTRY.get_cls(type_name)
+    return cast(type[BaseCommander], COMMANDER_REGISTRY.get_cls(type_name))
 
 
 def create_parallel_commander(cfg: dict[str, Any]) -> BaseCommander:
     """Build the commander named by ``cfg.policy.other.commander.type``; ``cfg`` is the compiled main config."""
-    cfg = EasyDict(cfg)
+    main_cfg = EasyDict(cfg)
     try:
-        commander_cfg = cfg.policy.other.commander
+        commander_cfg = main_cfg.policy.other.commander
     except AttributeError:
         raise KeyError("create_parallel_commander: the main config has no 'policy.other.commander' entry") from None
     return get_parallel_commander_cls(commander_cfg)(cfg)

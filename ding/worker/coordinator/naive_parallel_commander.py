@@ -74,7 +74,12 @@ class NaiveCommander(BaseCommander):
         return make_learner_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name)
 
     def get_collector_task(self) -> dict | None:
-        if self._end_flag or self._current_buffer_id is None:
+        buffer_id, policy_name, learner_task_id = (
+            self._current_buffer_id,
+            self._current_policy_name,
+            self._current_learner_task_id,
+        )
+        if self._end_flag or buffer_id is None or policy_name is None or learner_task_id is None:
             return None
         if self._collector_task_count >= self._collector_task_num:
             return None
@@ -87,15 +92,7 @@ class NaiveCommander(BaseCommander):
             info = command_info(int(self._learner_info.get('learner_step', 0)), self._total_collector_env_step)
             policy_kwargs = dict(self._policy.get_setting_collect(info))
         task_id = f'collector_task_{get_task_uid()}'
-        return make_collector_task(
-            self._cfg,
-            task_id,
-            self._current_buffer_id,
-            self._current_policy_name,
-            self._current_learner_task_id,
-            False,
-            policy_kwargs,
-        )
+        return make_collector_task(self._cfg, task_id, buffer_id, policy_name, learner_task_id, False, policy_kwargs)
 
     def _collector_done(self) -> bool:
         self._collector_task_space.release_space()

@@ -8,6 +8,7 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import COMMANDER_REGISTRY
 
 from .base_parallel_commander import (
@@ -63,14 +64,12 @@ class SoloCommander(BaseCommander):
         self.best_eval_return = float('-inf')
         self.last_eval_return: float | None = None
         self._end_flag = False
-        self._logger = None
-        self._tb_logger = None
+        self._logger: Any = None  # built on first use: a commander that never logs leaves no files
+        self._tb_logger: Any = None
 
     # ---- logging ---------------------------------------------------------------------------------
     def _log(self) -> Any:
         if self._logger is None:
-            from ding.utils.log_helper import build_logger
-
             # No tensorboard writer here: tensorboardX imports torch, which the coordinator process never loads
             # (its memory and start-up stay small); the task results are in this text log.
             self._logger, self._tb_logger = build_logger(
@@ -92,7 +91,12 @@ class SoloCommander(BaseCommander):
         return make_learner_task(self._cfg, task_id, self._current_buffer_id, self._current_policy_name)
 
     def get_collector_task(self) -> dict | None:
-        if self._end_flag or self._current_buffer_id is None:
+        buffer_id, policy_name, learner_task_id = (
+            self._current_buffer_id,
+            self._current_policy_name,
+            self._current_learner_task_id,
+        )
+        if self._end_flag or buffer_id is None or policy_name is None or learner_task_id is None:
             return None
         if not self._collector_task_space.acquire_space():
             return None
@@ -108,13 +112,7 @@ class SoloCommander(BaseCommander):
             policy_kwargs = dict(self._policy.get_setting_collect(info))
         self._collector_task_count += 1
         return make_collector_task(
-            self._cfg,
-            task_id,
-            self._current_buffer_id,
-            self._current_policy_name,
-            self._current_learner_task_id,
-            eval_flag,
-            policy_kwargs,
+            self._cfg, task_id, buffer_id, policy_name, learner_task_id, eval_flag, policy_kwargs
         )
 
     # ---- results ---------------------------------------------------------------------------------
@@ -209,8 +207,6 @@ class SoloCommander(BaseCommander):
 
     def close(self) -> None:
         if self._logger is not None:
-            from ding.utils.log_helper import close_logger
-
             close_logger(self._logger)
             self._logger = None
         if self._tb_logger is not None:

@@ -54,7 +54,7 @@ def test_naive_run_ends_after_its_fixed_tasks(toy_cluster):
 
 def test_max_train_iter_ends_the_run_unsolved(toy_cluster):
     cluster = toy_cluster(stop_value=1e9)
-    cluster.coordinator._max_train_iter = 5
+    cluster.coordinator.max_train_iter = 5
     summary = cluster.run()
     assert not summary['solved'] and summary['reason'] == 'max_train_iter reached'
     assert summary['train_iter'] >= 5
@@ -168,7 +168,7 @@ def test_pacing_holds_collectors_to_a_few_samples_per_learner_iteration(toy_clus
         coordinator=dict(max_samples_per_iter=2, pacing_warmup_samples=16),
         learner_kwargs=({'iter_sleep': 0.01},),
     )
-    cluster.coordinator._max_train_iter = 40
+    cluster.coordinator.max_train_iter = 40
     summary = cluster.run()
     assert summary['reason'] == 'max_train_iter reached'
     # at most one answer (8 samples) per collector beyond the budget: each was asked while it was open

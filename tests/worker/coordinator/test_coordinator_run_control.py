@@ -68,9 +68,9 @@ def test_tunes_are_checked_forwarded_once_and_kept_for_later_learner_tasks(toy_c
         assert coordinator.learner_task_extra('t') == {'tune': {'batch_size': 8}}
         assert coordinator.learner_task_extra('t') is None  # sent once
         # the budget open now stays as it was; the new rate counts from here
-        assert coordinator._pacing_warmup + coordinator._max_samples_per_iter * 10 == open_before
+        assert coordinator.data_plane.budget(10) == open_before
         task = {'task_id': 'later', 'policy': {'learn': {'batch_size': 4}}}
-        coordinator._add_service_fields(task)
+        coordinator.run_control.add_service_fields(task)
         assert task['policy']['learn']['batch_size'] == 8
         assert any(e['event'] == 'tune' for e in control.recent_events())
     finally:
@@ -79,7 +79,7 @@ def test_tunes_are_checked_forwarded_once_and_kept_for_later_learner_tasks(toy_c
 
 def test_counters_are_saved_atomically_and_restored_only_when_resuming(toy_cluster):
     cluster = toy_cluster(stop_value=1e9)
-    cluster.coordinator._max_train_iter = 20
+    cluster.coordinator.max_train_iter = 20
     summary = cluster.run()
     assert summary['env_step'] > 0
     path = cluster.coordinator.save_state()

@@ -39,7 +39,7 @@ COORDINATOR_PROCESS = textwrap.dedent(f"""
     collector_task = commander.get_collector_task()
     # linear schedule 0.95 -> 0.1 over 10000 env steps: half-way
     assert abs(collector_task['policy_kwargs']['eps'] - 0.525) < 1e-9, collector_task
-    buffer = coordinator._create_buffer(learner_task)  # what the assign thread makes for a learner task
+    buffer = coordinator.data_plane.create_buffer(learner_task)  # what the assign thread makes for a learner task
     buffer.push([{{'data_id': f'chunk_0#{{i}}', 'collect_iter': 0, 'priority': 1.0}} for i in range(64)])
     assert len(buffer.sample(32, 0)) == 32 and len(buffer.stored_data()) == 64
     assert coordinator.collect_data_garbage(min_age=0.0) == 0

@@ -11,8 +11,9 @@ import torch
 
 from ding.config.parallel import compile_config_parallel
 from ding.utils.file_transport import save_samples, unique_stem
-from ding.worker.coordinator.comm_coordinator import learn_task_payload, to_jsonable
+from ding.utils.jsonable import to_jsonable
 from ding.worker.coordinator.coordinator import Coordinator
+from ding.worker.coordinator.learn_task_payload import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
 from ding.worker.learner.comm.batch_loader import BatchLoader
 from ding.worker.learner.comm.learn_task_data import METADATA_FIELDS

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from ding.worker.coordinator.comm_coordinator import learn_task_payload
+from ding.worker.coordinator.learn_task_payload import learn_task_payload
 from ding.worker.learner.comm import FlaskFileSystemLearner
 from ding.worker.learner.comm.batch_loader import BatchLoader
 from ding.worker.learner.comm.learn_task_data import (
