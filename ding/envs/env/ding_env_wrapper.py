@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from easydict import EasyDict
 
 from .base_env import BaseEnv, BaseEnvTimestep
 
-# gymnasium is imported inside the methods that need it: importing ding.envs must stay cheap.
+# gymnasium is imported inside the methods that need it (marked deferred): importing ding.envs must stay cheap.
 
 
 def _to_numpy(action: Any, dtype: np.dtype) -> np.ndarray:
@@ -76,6 +77,19 @@ def _passthrough_action(action: Any) -> Any:
     return action
 
 
+def _every_episode(episode_id: int) -> bool:
+    return True
+
+
+def _require_moviepy() -> None:
+    try:
+        import moviepy  # noqa: F401  # deferred: an optional extra, needed only to save replays
+    except ImportError as e:
+        raise ImportError(
+            "saving replays (enable_save_replay) writes videos with moviepy: pip install 'ding[video]'"
+        ) from e
+
+
 def _float32_obs(obs: Any) -> np.ndarray:
     return np.asarray(obs, dtype=np.float32)
 
@@ -121,7 +135,7 @@ class DingEnvWrapper(BaseEnv):
     # ---- construction -------------------------------------------------------------------------------------------
     def _make_env(self) -> Any:
         """Build the gymnasium env from the config (subclasses override to pin the id / make options)."""
-        import gymnasium
+        import gymnasium  # deferred: importing ding.envs stays cheap
 
         kwargs = {}
         if self._cfg.get('max_episode_steps') is not None:
@@ -129,8 +143,10 @@ class DingEnvWrapper(BaseEnv):
         return gymnasium.make(self._cfg.env_id, **kwargs)
 
     def _setup(self, env: Any) -> None:
-        from gymnasium import spaces
+        from gymnasium import spaces  # deferred: importing ding.envs stays cheap
 
+        if self._replay_path is not None:
+            env = self._record_video(env)
         self._env = env
         self._observation_space = env.observation_space
         self._action_space = env.action_space
@@ -223,14 +239,39 @@ class DingEnvWrapper(BaseEnv):
         return self.action_space.sample()
 
     def enable_save_replay(self, replay_path: str) -> None:
-        # Kept for DI-engine config compatibility; video recording needs extra packages, so only the path is kept.
-        self._replay_path = replay_path
+        """Record every episode from the next reset on as an ``.mp4`` in ``replay_path`` (gymnasium's
+        ``RecordVideo``; needs the ``video`` extra: ``pip install 'ding[video]'``)."""
+        _require_moviepy()
+        self._replay_path = os.fspath(replay_path)
+        if self._env is not None:
+            self._setup(self._env)
+
+    def _record_video(self, env: Any) -> Any:
+        """``env`` wrapped in ``RecordVideo`` (rebuilt from its spec with ``render_mode='rgb_array'`` if needed)."""
+        from gymnasium.wrappers import RecordVideo  # deferred: importing ding.envs stays cheap
+
+        if isinstance(env, RecordVideo):
+            return env
+        if env.render_mode not in ('rgb_array', 'rgb_array_list'):
+            spec = getattr(env, 'spec', None)
+            if spec is None:
+                raise ValueError(
+                    f'saving replays needs an env that renders images (render_mode="rgb_array"); {env} has '
+                    f'render_mode={env.render_mode!r} and no spec to rebuild it from'
+                )
+            import gymnasium  # deferred: importing ding.envs stays cheap
+
+            env.close()
+            env = gymnasium.make(spec, render_mode='rgb_array')
+        # one prefix per wrapper and process: the envs of one manager share the replay directory
+        prefix = f'rl-video-{os.getpid()}-{id(self):x}'
+        return RecordVideo(env, self._replay_path, episode_trigger=_every_episode, name_prefix=prefix)
 
     def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""
         if self._cfg.get('env_id'):
             return type(self)(cfg=copy.deepcopy(self._cfg), caller=caller)
-        import gymnasium
+        import gymnasium  # deferred: importing ding.envs stays cheap
 
         spec = getattr(self._env, 'spec', None)
         env = gymnasium.make(spec) if spec is not None else copy.deepcopy(self._env)
