@@ -9,7 +9,6 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from enum import IntEnum
 from typing import Any
 
 import requests
@@ -18,6 +17,8 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from .. import config
+from ..exception.master import MasterErrorCode
+from ..exception.slave import SlaveErrorCode
 from .common import connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
 
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 # (rule, methods, view); a view returns a success envelope dict or raises ResponsibleException.
 Route = tuple[str, Sequence[str], Callable[[], dict[str, Any]]]
+# The error codes a server answers with: both enums name the codes this module uses.
+ErrorCodes = type[MasterErrorCode] | type[SlaveErrorCode]
 
 
 class _QuietRequestHandler(WSGIRequestHandler):
@@ -38,7 +41,7 @@ def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -> Flask:
+def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> Flask:
     """
     A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
@@ -73,8 +76,9 @@ def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -
         else:
             code, message = codes.UNKNOWN_ERROR, err.description or err.name
         response = _json_response(failure_response(code, message), status)
-        if status == 405 and getattr(err, 'valid_methods', None):
-            response.headers['Allow'] = ', '.join(err.valid_methods)
+        allowed = getattr(err, 'valid_methods', None)  # set on MethodNotAllowed only
+        if status == 405 and allowed:
+            response.headers['Allow'] = ', '.join(allowed)
         return response
 
     def _unexpected_error(err: Exception) -> Response:
@@ -112,7 +116,7 @@ class HttpService:
     """
 
     _role = 'service'
-    _codes: type[IntEnum]
+    _codes: ErrorCodes
 
     def __init__(self, host: str, port: int, disable_flask_log: bool = True):
         if not isinstance(host, str):

@@ -268,12 +268,12 @@ class Slave(HttpService):
     def _run_task(self, task_id: str, data: dict[str, Any], link: _MasterLink) -> None:
         kind, result = 'complete', {}
         try:
-            result = self._process_task(data)
-            if result is None:
-                result = {}
-            if not isinstance(result, Mapping):
-                raise TypeError(f'_process_task must return a dict, got {type(result).__name__}')
-            result = dict(result)
+            answer = self._process_task(data)
+            if answer is None:
+                answer = {}
+            if not isinstance(answer, Mapping):
+                raise TypeError(f'_process_task must return a dict, got {type(answer).__name__}')
+            result = dict(answer)
         except TaskFail as fail:
             kind, result = 'fail', fail.result
             result.setdefault('message', fail.message)
