@@ -9,7 +9,8 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from enum import IntEnum
+from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
@@ -17,8 +18,6 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from .. import config
-from ..exception.master import MasterErrorCode
-from ..exception.slave import SlaveErrorCode
 from .common import connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
 
@@ -26,8 +25,42 @@ logger = logging.getLogger(__name__)
 
 # (rule, methods, view); a view returns a success envelope dict or raises ResponsibleException.
 Route = tuple[str, Sequence[str], Callable[[], dict[str, Any]]]
-# The error codes a server answers with: both enums name the codes this module uses.
-ErrorCodes = type[MasterErrorCode] | type[SlaveErrorCode]
+
+
+class ErrorCodes(Protocol):
+    """The enum of codes an ``HttpService`` answers with (``MasterErrorCode``, ``SlaveErrorCode``, the run
+    service's): the codes this module uses."""
+
+    @property
+    def ROUTE_NOT_FOUND(self) -> IntEnum: ...
+
+    @property
+    def METHOD_NOT_ALLOWED(self) -> IntEnum: ...
+
+    @property
+    def REQUEST_INVALID(self) -> IntEnum: ...
+
+    @property
+    def UNKNOWN_ERROR(self) -> IntEnum: ...
+
+    @property
+    def SYSTEM_SHUTTING_DOWN(self) -> IntEnum: ...
+
+
+class PeerErrorCodes(ErrorCodes, Protocol):
+    """The codes of a ``PeerService`` (master or slave): also the channel and self-token checks'."""
+
+    @property
+    def CHANNEL_NOT_GIVEN(self) -> IntEnum: ...
+
+    @property
+    def CHANNEL_NOT_MATCH(self) -> IntEnum: ...
+
+    @property
+    def SELF_TOKEN_NOT_GIVEN(self) -> IntEnum: ...
+
+    @property
+    def SELF_TOKEN_NOT_MATCH(self) -> IntEnum: ...
 
 
 class _QuietRequestHandler(WSGIRequestHandler):
@@ -110,7 +143,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 class HttpService:
     """
-    Base of Master and Slave: owns the HTTP server and its thread, a stop flag for worker threads and the
+    Base of the HTTP servers (``PeerService``: Master and Slave; the run service): owns the HTTP server and its thread, a stop flag for worker threads and the
     service's own token (needed for ``DELETE /shutdown`` over HTTP). One-shot: start once, shut down once.
     Subclasses give ``_routes()`` and may override ``_start_workers``/``_stop_workers``/``_worker_threads``.
     """
@@ -151,35 +184,8 @@ class HttpService:
         if self._stopping.is_set():
             raise ResponsibleException(self._codes.SYSTEM_SHUTTING_DOWN, f'This {self._role} is shutting down.')
 
-    def _check_channel_header(self, channel: int) -> None:
-        raw = request.headers.get('Channel')
-        if raw is None or raw == '':
-            raise ResponsibleException(self._codes.CHANNEL_NOT_GIVEN, 'Header "Channel" is required.')
-        try:
-            given = int(raw)
-        except ValueError:
-            given = None
-        if given != channel:
-            raise ResponsibleException(
-                self._codes.CHANNEL_NOT_MATCH, f'Channel {raw!r} does not match this {self._role}.'
-            )
-
-    def _check_self_token(self) -> None:
-        token = request.headers.get('Token')
-        if not token:
-            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
-        if not hmac.compare_digest(token.encode(), self._self_token.encode()):
-            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_MATCH, f'Token does not match this {self._role}.')
-
     def _api_ping(self) -> dict[str, Any]:
         return success_response({'role': self._role}, 'PONG!')
-
-    def _api_shutdown(self) -> dict[str, Any]:
-        self._check_not_shutting_down()
-        self._check_self_token()
-        # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
-        threading.Thread(target=self.shutdown, name=f'ding-{self._role}-shutdown', daemon=True).start()
-        return success_response(message='Shutting down.')
 
     def _thread_name(self, what: str) -> str:
         return f'ding-{self._role}-{what}-{self.port}'
@@ -276,3 +282,37 @@ class HttpService:
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self._host}:{self.port})'
+
+
+class PeerService(HttpService):
+    """Base of Master and Slave: an ``HttpService`` whose callers name the channel, and that can be shut down
+    over HTTP (``DELETE /shutdown`` with its own token)."""
+
+    _codes: PeerErrorCodes
+
+    def _check_channel_header(self, channel: int) -> None:
+        raw = request.headers.get('Channel')
+        if raw is None or raw == '':
+            raise ResponsibleException(self._codes.CHANNEL_NOT_GIVEN, 'Header "Channel" is required.')
+        try:
+            given = int(raw)
+        except ValueError:
+            given = None
+        if given != channel:
+            raise ResponsibleException(
+                self._codes.CHANNEL_NOT_MATCH, f'Channel {raw!r} does not match this {self._role}.'
+            )
+
+    def _check_self_token(self) -> None:
+        token = request.headers.get('Token')
+        if not token:
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
+        if not hmac.compare_digest(token.encode(), self._self_token.encode()):
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_MATCH, f'Token does not match this {self._role}.')
+
+    def _api_shutdown(self) -> dict[str, Any]:
+        self._check_not_shutting_down()
+        self._check_self_token()
+        # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
+        threading.Thread(target=self.shutdown, name=f'ding-{self._role}-shutdown', daemon=True).start()
+        return success_response(message='Shutting down.')

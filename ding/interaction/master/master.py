@@ -18,7 +18,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
-from ..base.server import HttpService, Route
+from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
     DEFAULT_HEARTBEAT_CHECK_SPAN,
@@ -37,7 +37,7 @@ from .task import TaskStatus
 logger = logging.getLogger(__name__)
 
 
-class Master(HttpService):
+class Master(PeerService):
     """
     Interaction master (e.g. the coordinator).
 

@@ -30,7 +30,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
-from ..base.server import HttpService, Route
+from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
     DEFAULT_HEARTBEAT_SPAN,
@@ -56,7 +56,7 @@ class _MasterLink:
         self.client = client
 
 
-class Slave(HttpService):
+class Slave(PeerService):
     """
     Interaction slave (e.g. a learner or collector process).
 
