@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 from easydict import EasyDict
+from numpy.typing import DTypeLike
 
 from .base_env import BaseEnv, BaseEnvTimestep
 
 # gymnasium is imported inside the methods that need it (marked deferred): importing ding.envs must stay cheap.
 
 
-def _to_numpy(action: Any, dtype: np.dtype) -> np.ndarray:
+def _to_numpy(action: Any, dtype: DTypeLike) -> np.ndarray:
     if hasattr(action, 'detach'):  # torch.Tensor, without importing torch here
         action = action.detach().cpu().numpy()
     return np.asarray(action, dtype=dtype)
@@ -117,13 +118,13 @@ class DingEnvWrapper(BaseEnv):
     def __init__(
         self, env: Any = None, cfg: dict | None = None, seed_api: bool = True, caller: str = 'collector'
     ) -> None:
-        self._cfg = EasyDict(cfg) if cfg is not None else EasyDict()
+        self._cfg: EasyDict = EasyDict(cfg) if cfg is not None else EasyDict()
         if env is None and not self._cfg.get('env_id'):
             raise ValueError("DingEnvWrapper needs a gymnasium env (env=...) or a config with 'env_id'")
         self._caller = caller
         self._seed_api = seed_api  # False: the env cannot be seeded through reset(seed=...)
         self._act_scale = bool(self._cfg.get('act_scale', False))
-        self._env = None
+        self._env: Any = None  # the gymnasium env (wrapped in RecordVideo while saving replays)
         self._seed: int | None = None
         self._dynamic_seed = True
         self._episode_idx = 0
@@ -137,7 +138,7 @@ class DingEnvWrapper(BaseEnv):
         """Build the gymnasium env from the config (subclasses override to pin the id / make options)."""
         import gymnasium  # deferred: importing ding.envs stays cheap
 
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if self._cfg.get('max_episode_steps') is not None:
             kwargs['max_episode_steps'] = int(self._cfg.max_episode_steps)
         return gymnasium.make(self._cfg.env_id, **kwargs)
@@ -146,13 +147,14 @@ class DingEnvWrapper(BaseEnv):
         from gymnasium import spaces  # deferred: importing ding.envs stays cheap
 
         if self._replay_path is not None:
-            env = self._record_video(env)
+            env = self._record_video(env, self._replay_path)
         self._env = env
         self._observation_space = env.observation_space
         self._action_space = env.action_space
         if not hasattr(self, '_reward_space'):
             self._reward_space = spaces.Box(-np.inf, np.inf, shape=(1,), dtype=np.float32)
         act_space = self._action_space
+        self._convert_action: Callable[[Any], Any]
         if isinstance(act_space, spaces.Discrete):
             self._convert_action = _discrete_action
         elif isinstance(act_space, spaces.Box):
@@ -246,7 +248,7 @@ class DingEnvWrapper(BaseEnv):
         if self._env is not None:
             self._setup(self._env)
 
-    def _record_video(self, env: Any) -> Any:
+    def _record_video(self, env: Any, replay_path: str) -> Any:
         """``env`` wrapped in ``RecordVideo`` (rebuilt from its spec with ``render_mode='rgb_array'`` if needed)."""
         from gymnasium.wrappers import RecordVideo  # deferred: importing ding.envs stays cheap
 
@@ -265,7 +267,7 @@ class DingEnvWrapper(BaseEnv):
             env = gymnasium.make(spec, render_mode='rgb_array')
         # one prefix per wrapper and process: the envs of one manager share the replay directory
         prefix = f'rl-video-{os.getpid()}-{id(self):x}'
-        return RecordVideo(env, self._replay_path, episode_trigger=_every_episode, name_prefix=prefix)
+        return RecordVideo(env, replay_path, episode_trigger=_every_episode, name_prefix=prefix)
 
     def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""

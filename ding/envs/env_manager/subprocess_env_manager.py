@@ -9,8 +9,9 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -53,10 +54,10 @@ def _env_worker(
     # Drop the parent's ends of the pipes that fork copied here, so that a dead parent shows up as EOF.
     for c in inherited:
         c.close()
-    views = None
-    if shm is not None:
+    views: np.ndarray | None = None
+    if shm is not None and shape is not None:
         dtype = np.dtype(dtype_str)
-        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2,) + tuple(shape))
+        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2, *shape))
 
     def pack(obs: Any, slot: int) -> Any:
         if views is not None and type(obs) is np.ndarray and obs.shape == views.shape[1:] and obs.dtype == views.dtype:
@@ -64,7 +65,8 @@ def _env_worker(
             return None
         return (obs,)
 
-    env, make_error = None, None
+    env: BaseEnv | None = None
+    make_error: Exception | None = None
     try:
         env = env_fn()
         if replay_path is not None:
@@ -80,8 +82,8 @@ def _env_worker(
         if cmd == 'close':
             break
         try:
-            if make_error is not None:
-                raise make_error
+            if make_error is not None or env is None:
+                raise make_error or RuntimeError('the env was not built')
             if cmd == 'step':
                 action, auto_reset, seed_args = arg
                 timestep = env.step(action)
@@ -234,7 +236,7 @@ class SubprocessEnvManager(BaseEnvManager):
         if not env_ids:
             return results
         conns, procs = self._conns, self._procs
-        pending = {conns[i]: i for i in env_ids}
+        pending: dict[Any, int] = {conns[i]: i for i in env_ids}
         deadline = None if timeout is None else time.monotonic() + timeout
         while pending:
             remaining = None
@@ -247,14 +249,14 @@ class SubprocessEnvManager(BaseEnvManager):
                     break
             sentinels = {procs[i].sentinel: i for i in pending.values()}
             ready = mp_wait(list(pending) + list(sentinels), remaining)
-            dead = []
+            dead: list[int] = []
             for obj in ready:
-                i = pending.pop(obj, None)
-                if i is None:
+                if obj not in pending:  # a process sentinel: the worker died
                     dead.append(sentinels[obj])
                     continue
+                i = pending.pop(obj)
                 try:
-                    results[i] = obj.recv()
+                    results[i] = cast(Connection, obj).recv()
                 except (EOFError, OSError):
                     results[i] = self._death_error(i)
             for i in dead:
@@ -277,7 +279,14 @@ class SubprocessEnvManager(BaseEnvManager):
         if type(reply) is not tuple or not reply[0]:
             raise self._as_error(reply)
         packed = reply[1]
-        return self._views[env_id][1].copy() if packed is None else packed[0]
+        return self._slot_copy(env_id, 1) if packed is None else packed[0]
+
+    def _slot_copy(self, env_id: int, slot: int) -> np.ndarray:
+        """A copy of the observation the worker of ``env_id`` wrote to its shared-memory slot."""
+        views = self._views[env_id]
+        if views is None:
+            raise RuntimeError(f'env {env_id} answered through shared memory it does not have')
+        return views[slot].copy()
 
     def _seed_args(self, env_id: int) -> tuple | None:
         if not self._seed_pending[env_id]:
@@ -341,7 +350,6 @@ class SubprocessEnvManager(BaseEnvManager):
                 replies[env_id] = e
         replies.update(self._gather(sent, self._step_timeout))
 
-        views = self._views
         streak = self._fail_streak
         timesteps = {}
         for env_id in actions:
@@ -353,14 +361,14 @@ class SubprocessEnvManager(BaseEnvManager):
                 timesteps[env_id] = abnormal_timestep(last_obs, error)
                 continue
             obs, reward, done, info, reset_obs, reset_error = reply[1]
-            obs = views[env_id][0].copy() if obs is None else obs[0]
+            obs = self._slot_copy(env_id, 0) if obs is None else obs[0]
             if streak[env_id]:
                 streak[env_id] = 0
             if done:
                 del ready[env_id]
                 if self._episode_finished(env_id):
                     if reset_error is None:
-                        ready[env_id] = views[env_id][1].copy() if reset_obs is None else reset_obs[0]
+                        ready[env_id] = self._slot_copy(env_id, 1) if reset_obs is None else reset_obs[0]
                     else:
                         ready[env_id] = self._restart(env_id, EnvWorkerError(reset_error))
             else:

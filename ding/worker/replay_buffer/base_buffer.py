@@ -24,6 +24,9 @@ class IBuffer(ABC):
     """
 
     config: dict[str, Any] = {}
+    # set by each implementation's constructor / load_state_dict
+    _replay_buffer_size: int
+    _push_count: int
 
     @classmethod
     def default_config(cls) -> EasyDict:
