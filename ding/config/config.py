@@ -28,7 +28,7 @@ _LOG = logging.getLogger('ding.config')
 
 # Keys every compiled config has, whatever the components declare.
 ENV_CONFIG_TEMPLATE = dict(manager=dict(), stop_value=int(1e10), n_evaluator_episode=4)
-POLICY_CONFIG_TEMPLATE = dict(
+POLICY_CONFIG_TEMPLATE: dict[str, dict[str, Any]] = dict(
     model=dict(),
     learn=dict(learner=dict()),
     collect=dict(collector=dict()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from numbers import Number
 from typing import Any
 
@@ -50,7 +51,8 @@ class LogDict(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, self._plain(value))
 
-    def update(self, other: dict = (), **kwargs: Any) -> None:  # type: ignore[override]
+    # dict.update's overloads (pairs, mappings) cannot be restated for one plain signature
+    def update(self, other: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = (), **kwargs: Any) -> None:  # type: ignore[override]
         for k, v in dict(other, **kwargs).items():
             self[k] = v
 
