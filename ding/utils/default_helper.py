@@ -59,7 +59,7 @@ class LogDict(dict):
 
 def set_pkg_seed(seed: int, use_cuda: bool = True) -> None:
     """Seed Python's, NumPy's and torch's generators (CUDA too when asked and available)."""
-    import torch
+    import torch  # deferred: ding.utils stays importable without torch (the coordinator process)
 
     random.seed(seed)
     np.random.seed(seed)

@@ -301,7 +301,7 @@ class AdvancedReplayBuffer(_RingBuffer):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain containers and tensors only, so ``torch.load(..., weights_only=True)`` can read it back."""
-        import torch  # here only: the parallel coordinator keeps its buffers without torch
+        import torch  # deferred: the parallel coordinator keeps its buffers without torch
 
         with self._lock:
             state = self._ring_state()
