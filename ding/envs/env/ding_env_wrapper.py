@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import operator
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -242,7 +243,8 @@ class DingEnvWrapper(BaseEnv):
 
     def enable_save_replay(self, replay_path: str) -> None:
         """Record every episode from the next reset on as an ``.mp4`` in ``replay_path`` (gymnasium's
-        ``RecordVideo``; needs the ``video`` extra: ``pip install 'ding[video]'``)."""
+        ``RecordVideo``; needs the ``video`` extra: ``pip install 'ding[video]'``). Called again with another
+        directory, the video in progress is finished and later episodes go to the new one."""
         _require_moviepy()
         self._replay_path = os.fspath(replay_path)
         if self._env is not None:
@@ -253,7 +255,12 @@ class DingEnvWrapper(BaseEnv):
         from gymnasium.wrappers import RecordVideo  # deferred: importing ding.envs stays cheap
 
         if isinstance(env, RecordVideo):
-            return env
+            if env.video_folder == os.path.abspath(replay_path):
+                return env
+            # a new directory (the evaluator asks for one per evaluation): end the video in progress there
+            if env.recording:
+                env.stop_recording()
+            env = env.env
         if env.render_mode not in ('rgb_array', 'rgb_array_list'):
             spec = getattr(env, 'spec', None)
             if spec is None:
@@ -267,7 +274,10 @@ class DingEnvWrapper(BaseEnv):
             env = gymnasium.make(spec, render_mode='rgb_array')
         # one prefix per wrapper and process: the envs of one manager share the replay directory
         prefix = f'rl-video-{os.getpid()}-{id(self):x}'
-        return RecordVideo(env, replay_path, episode_trigger=_every_episode, name_prefix=prefix)
+        with warnings.catch_warnings():
+            # the envs of one manager share the directory on purpose, each with its own file prefix
+            warnings.filterwarnings('ignore', message='.*Overwriting existing videos', category=UserWarning)
+            return RecordVideo(env, replay_path, episode_trigger=_every_episode, name_prefix=prefix)
 
     def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""

@@ -176,6 +176,14 @@ class BaseEnvManager:
         if len(replay_path) != self._env_num:
             raise ValueError(f'replay_path has {len(replay_path)} entries for {self._env_num} envs')
         self._env_replay_path = list(replay_path)
+        if not self._closed:
+            self._replay_built_envs(self._env_replay_path)
+
+    def _replay_built_envs(self, replay_path: list[str]) -> None:
+        """Envs already built save replays from their next reset on too (new ones get the path when built)."""
+        for env_id, env in enumerate(self._envs):
+            if env is not None:
+                env.enable_save_replay(replay_path[env_id])
 
     def _check_env_id(self, env_id: Any) -> None:
         if not isinstance(env_id, numbers.Integral) or not 0 <= int(env_id) < self._env_num:

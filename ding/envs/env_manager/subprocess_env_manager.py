@@ -97,6 +97,9 @@ def _env_worker(
                         reset_error = repr(e)
                 obs = pack(timestep.obs, 0)
                 conn.send((True, (obs, timestep.reward, timestep.done, timestep.info, reset_obs, reset_error)))
+            elif cmd == 'replay':
+                env.enable_save_replay(arg)
+                conn.send((True, None))
             elif cmd == 'reset':
                 seed_args, kwargs = arg
                 if seed_args is not None:
@@ -312,6 +315,14 @@ class SubprocessEnvManager(BaseEnvManager):
                 obs = self._restart(i, e)
             self._ready_obs[i] = obs
             self._env_states[i] = EnvState.RUN
+
+    def _replay_built_envs(self, replay_path: list[str]) -> None:
+        live = [i for i, proc in enumerate(self._procs) if proc is not None]
+        for i in live:
+            self._conns[i].send(('replay', replay_path[i]))
+        for reply in self._gather(live, self._reset_timeout).values():
+            if type(reply) is not tuple or not reply[0]:
+                raise self._as_error(reply)
 
     def _renew_env(self, env_id: int) -> Any:
         self._stop_worker(env_id, graceful=env_id not in self._hung)
