@@ -12,6 +12,9 @@ main_config = dict(
     policy=dict(
         learn=dict(learner=dict(learner_num=1)),
         collect=dict(collector=dict(collector_num=2)),
+        # an evaluation task at most every second (the default, 60 s, is longer than a whole CartPole run);
+        # the run ends when an evaluation reaches env.stop_value
+        other=dict(commander=dict(eval_interval=1.0)),
     ),
 )
 

@@ -53,6 +53,7 @@ def test_parallel_one_host_compiles_with_the_cartpole_experiment(tmp_path, monke
     assert {w.host for w in workers} == {'127.0.0.1'}
     assert len({w.port for w in workers} | {out.system.coordinator.port}) == 4
     assert out.system.path_data == os.path.join(str(tmp_path), 'cartpole_dqn_seed0', 'data')
+    assert out.main.policy.other.commander.eval_interval == 1.0
     assert not os.path.exists(tmp_path / 'cartpole_dqn_seed0')  # compiling started nothing, wrote nothing
 
 
