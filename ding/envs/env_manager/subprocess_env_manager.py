@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from ding.envs.env.ding_env_wrapper import DingEnvWrapper
 from ding.utils import ENV_MANAGER_REGISTRY
 
 from .base_env_manager import BaseEnvManager, EnvState, abnormal_timestep
+from .env_worker import env_worker
 
 _DEFAULT_CONTEXT = 'fork' if sys.platform.startswith('linux') else 'spawn'
 _CLOSE_TIMEOUT = 2.0  # seconds close() waits for workers to exit by themselves before killing them
@@ -35,90 +35,6 @@ class EnvWorkerError(RuntimeError):
 
     def __repr__(self) -> str:
         return self.child_repr
-
-
-def _env_worker(
-    conn: Any,
-    env_fn: Callable[[], BaseEnv],
-    shm: Any,
-    shape: tuple | None,
-    dtype_str: str | None,
-    replay_path: str | None,
-    inherited: list[Any],
-) -> None:
-    """Worker loop. Replies are ``(True, payload)`` or ``(False, repr(exception))``. An observation is written
-    into shared-memory slot 0 (step) / 1 (reset) and sent as None, or sent in the message as ``(obs, )`` when it
-    does not fit the slot."""
-    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Drop the parent's ends of the pipes that fork copied here, so that a dead parent shows up as EOF.
-    for c in inherited:
-        c.close()
-    views: np.ndarray | None = None
-    if shm is not None and shape is not None:
-        dtype = np.dtype(dtype_str)
-        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2, *shape))
-
-    def pack(obs: Any, slot: int) -> Any:
-        if views is not None and type(obs) is np.ndarray and obs.shape == views.shape[1:] and obs.dtype == views.dtype:
-            views[slot] = obs
-            return None
-        return (obs,)
-
-    env: BaseEnv | None = None
-    make_error: Exception | None = None
-    try:
-        env = env_fn()
-        if replay_path is not None:
-            env.enable_save_replay(replay_path)
-    except Exception as e:  # noqa: BLE001 -- reported on the first command; the parent restarts this worker
-        make_error = e
-    reset_kwargs: dict = {}
-    while True:
-        try:
-            cmd, arg = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            break
-        if cmd == 'close':
-            break
-        try:
-            if make_error is not None or env is None:
-                raise make_error or RuntimeError('the env was not built')
-            if cmd == 'step':
-                action, auto_reset, seed_args = arg
-                timestep = env.step(action)
-                reset_obs = reset_error = None
-                if timestep.done and auto_reset:
-                    try:
-                        if seed_args is not None:
-                            env.seed(*seed_args)
-                        reset_obs = pack(env.reset(**reset_kwargs), 1)
-                    except Exception as e:  # noqa: BLE001 -- the finished episode is still valid
-                        reset_error = repr(e)
-                obs = pack(timestep.obs, 0)
-                conn.send((True, (obs, timestep.reward, timestep.done, timestep.info, reset_obs, reset_error)))
-            elif cmd == 'replay':
-                env.enable_save_replay(arg)
-                conn.send((True, None))
-            elif cmd == 'reset':
-                seed_args, kwargs = arg
-                if seed_args is not None:
-                    env.seed(*seed_args)
-                reset_kwargs = kwargs
-                conn.send((True, pack(env.reset(**reset_kwargs), 1)))
-            else:
-                raise ValueError(f'unknown env worker command {cmd!r}')
-        except Exception as e:  # noqa: BLE001 -- includes a reply that cannot be pickled
-            try:
-                conn.send((False, repr(e)))
-            except (OSError, ValueError):
-                break
-    if env is not None:
-        try:
-            env.close()
-        except Exception:  # noqa: BLE001
-            pass
-    conn.close()
 
 
 @ENV_MANAGER_REGISTRY.register('subprocess')
@@ -202,7 +118,7 @@ class SubprocessEnvManager(BaseEnvManager):
         )
         replay = self._env_replay_path[env_id] if self._env_replay_path is not None else None
         proc = ctx.Process(
-            target=_env_worker,
+            target=env_worker,
             args=(child_conn, self._env_fn[env_id], self._shm[env_id], shape, dtype_str, replay, inherited),
             name=f'ding-env-worker-{env_id}',
             daemon=True,
