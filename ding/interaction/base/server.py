@@ -63,7 +63,7 @@ class PeerErrorCodes(ErrorCodes, Protocol):
     def SELF_TOKEN_NOT_MATCH(self) -> IntEnum: ...
 
 
-class _QuietRequestHandler(WSGIRequestHandler):
+class QuietRequestHandler(WSGIRequestHandler):
     """Request handler without werkzeug's one-line-per-request access log (errors are still logged)."""
 
     def log_request(self, *args: Any, **kwargs: Any) -> None:
@@ -124,7 +124,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> F
     return app
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen_socket(host: str, port: int) -> socket.socket:
     """
     A socket bound to ``host:port`` and listening. Done here rather than by werkzeug, which prints to
     stderr and calls ``sys.exit`` when the port is taken; here that is an ``OSError`` naming the address.
@@ -215,8 +215,8 @@ class HttpService:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = build_app(__name__, self._routes(), self._codes)
-            handler = _QuietRequestHandler if self._disable_flask_log else None
-            sock = _listen(self._host, self._port)
+            handler = QuietRequestHandler if self._disable_flask_log else None
+            sock = listen_socket(self._host, self._port)
             try:
                 self._server = make_server(
                     self._host, sock.getsockname()[1], app, threaded=True, request_handler=handler, fd=sock.fileno()
