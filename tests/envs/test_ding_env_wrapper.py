@@ -248,3 +248,16 @@ def test_enable_save_replay_without_moviepy_names_the_extra(tmp_path, monkeypatc
     with pytest.raises(ImportError, match=r"pip install 'ding\[video\]'"):
         env.enable_save_replay(str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_episode_reset_but_never_played_leaves_no_video(tmp_path):
+    pytest.importorskip('moviepy')
+    pytest.importorskip('pygame')
+    env = CartPoleEnv({})
+    env.enable_save_replay(str(tmp_path))
+    try:
+        _play_one_episode(env)
+        env.reset()  # what an env manager's auto-reset does after the last episode it needs
+    finally:
+        env.close()
+    assert len(list(tmp_path.glob('*.mp4'))) == 1

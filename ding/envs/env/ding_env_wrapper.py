@@ -79,8 +79,9 @@ def _passthrough_action(action: Any) -> Any:
     return action
 
 
-def _every_episode(episode_id: int) -> bool:
-    return True
+def _no_episode(episode_id: int) -> bool:
+    # the wrapper starts each video itself, at an episode's first step (see DingEnvWrapper.step)
+    return False
 
 
 def _require_moviepy() -> None:
@@ -126,6 +127,8 @@ class DingEnvWrapper(BaseEnv):
         self._seed_api = seed_api  # False: the env cannot be seeded through reset(seed=...)
         self._act_scale = bool(self._cfg.get('act_scale', False))
         self._env: Any = None  # the gymnasium env (wrapped in RecordVideo while saving replays)
+        self._recorder: Any = None  # that RecordVideo, while saving replays
+        self._videos = 0
         self._seed: int | None = None
         self._dynamic_seed = True
         self._episode_idx = 0
@@ -149,6 +152,7 @@ class DingEnvWrapper(BaseEnv):
 
         if self._replay_path is not None:
             env = self._record_video(env, self._replay_path)
+            self._recorder = env
         self._env = env
         self._observation_space = env.observation_space
         self._action_space = env.action_space
@@ -204,6 +208,12 @@ class DingEnvWrapper(BaseEnv):
         return self._convert_obs(obs)
 
     def step(self, action: Any) -> BaseEnvTimestep:
+        recorder = self._recorder
+        if recorder is not None and not recorder.recording:
+            # A video starts with an episode's first step, so the episode an auto-reset begins and nobody
+            # plays leaves no file; RecordVideo ends it at the next reset or at close.
+            recorder.start_recording(f'{recorder.name_prefix}-episode-{self._videos}')
+            self._videos += 1
         obs, rew, terminated, truncated, info = self._env.step(self._convert_action(action))
         self._eval_episode_return += rew
         done = bool(terminated or truncated)
@@ -217,7 +227,7 @@ class DingEnvWrapper(BaseEnv):
     def close(self) -> None:
         if self._env is not None:
             self._env.close()
-            self._env = None
+            self._env = self._recorder = None
 
     def __repr__(self) -> str:
         name = self._cfg.get('env_id') or (self._env.spec.id if getattr(self._env, 'spec', None) else self._env)
@@ -277,7 +287,7 @@ class DingEnvWrapper(BaseEnv):
         with warnings.catch_warnings():
             # the envs of one manager share the directory on purpose, each with its own file prefix
             warnings.filterwarnings('ignore', message='.*Overwriting existing videos', category=UserWarning)
-            return RecordVideo(env, replay_path, episode_trigger=_every_episode, name_prefix=prefix)
+            return RecordVideo(env, replay_path, episode_trigger=_no_episode, name_prefix=prefix)
 
     def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""
