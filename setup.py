@@ -22,6 +22,8 @@ setup(
         'prometheus-client>=0.20',
     ],
     extras_require={
+        # saving replays (enable_save_replay): moviepy writes the videos, pygame renders the classic-control envs
+        'video': ['moviepy>=1.0.3', 'pygame>=2.1'],
         'test': ['pytest>=8.0', 'pytest-timeout>=2.3', 'ruff>=0.15', 'mypy>=1.10', 'import-linter>=2.0'],
     },
     entry_points={'console_scripts': ['ding=ding.entry.cli:run']},

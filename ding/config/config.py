@@ -17,6 +17,8 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.utils.registry import REGISTRIES
+
 from .bounds import ALLOW_UNKNOWN_ENV
 from .errors import ConfigError
 from .loader import read_config
@@ -28,7 +30,7 @@ _LOG = logging.getLogger('ding.config')
 
 # Keys every compiled config has, whatever the components declare.
 ENV_CONFIG_TEMPLATE = dict(manager=dict(), stop_value=int(1e10), n_evaluator_episode=4)
-POLICY_CONFIG_TEMPLATE = dict(
+POLICY_CONFIG_TEMPLATE: dict[str, dict[str, Any]] = dict(
     model=dict(),
     learn=dict(learner=dict()),
     collect=dict(collector=dict()),
@@ -187,8 +189,6 @@ def _type_of(create: Mapping, part: str) -> str:
 
 def _component_class(kind: str, type_name: str, section: Mapping | None, where: str | None = None) -> Any:
     """Import ``section.import_names`` and the built-in package of ``kind``; look ``type_name`` up."""
-    from ding.utils.registry import REGISTRIES
-
     create_key = f'create_config.{_CREATE_KEYS.get(kind, kind)}'
     where = where or f'{create_key}.type'
     _import_names((section or {}).get('import_names') or [], f'{create_key}.import_names')
@@ -307,8 +307,6 @@ def _with_type(create_section: Mapping | None, cls: Any, kind: str) -> EasyDict:
     """The create_config section, with ``type`` filled from the registry when only a class was given."""
     out = deep_merge_dicts(create_section, None)
     if 'type' not in out and cls is not None:
-        from ding.utils.registry import REGISTRIES
-
         name = _registered_name(REGISTRIES[kind], cls)
         if name is not None:
             out.type = name
@@ -352,7 +350,7 @@ def _finish(cfg: EasyDict, user: Mapping, create: Mapping | None, seed: int, has
         if isinstance(cfg.get(name), Mapping):
             cfg[name].setdefault('cuda', cuda)
     if cuda:
-        import torch
+        import torch  # deferred: compiling a config must not import torch unless it asks for CUDA
 
         if not torch.cuda.is_available():
             _LOG.warning('policy.cuda=True but no CUDA device is available: the policy will run on the CPU')

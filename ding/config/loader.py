@@ -1,4 +1,4 @@
-"""Reading config files: Python modules (DI-engine style) and YAML."""
+"""Reading config files: Python modules (DI-engine style) and YAML, alone or combined (``base``, lists)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import itertools
 import os
 import sys
 import traceback
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from easydict import EasyDict
 
 from .errors import ConfigError
+from .merge import deep_merge_dicts
 
 _module_ids = itertools.count()
 
@@ -25,28 +26,85 @@ _PARTS = {
 }
 
 
-def read_config(path: str) -> tuple[EasyDict, EasyDict, EasyDict | None]:
+# A config file's top-level key naming the files it builds on (paths relative to the file itself).
+BASE_KEY = 'base'
+
+_Parts = dict[str, 'EasyDict | None']
+
+
+def read_config(path: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[EasyDict, EasyDict, EasyDict | None]:
     """Load ``(main_config, create_config, system_config or None)`` from a ``.py`` or ``.yaml/.yml`` file.
 
     A Python file defines ``main_config`` and ``create_config`` (and optionally ``system_config``); when
     those names are absent, the unique module-level dicts named ``*_config`` / ``*_create_config`` /
     ``*_system_config`` are used instead. A YAML file has those three names as top-level keys.
     The results are deep copies, so changing them does not change the module's objects.
+
+    Combining files: a file's ``base`` (a path or a list of paths, relative to that file) names the files it
+    builds on; they are read first, in order, and this file's dicts are merged over theirs. ``path`` may also
+    be a list of files, merged the same way (later files win). Only the combined result needs
+    ``main_config`` and ``create_config``: a file can be a fragment, e.g. a system config from ``configs/``.
     """
-    path = os.fspath(path)
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    if not paths:
+        raise ConfigError('read_config: no config file given')
+    parts: _Parts = dict.fromkeys(_PARTS)
+    for p in paths:
+        _merge_parts(parts, _read_with_bases(os.fspath(p), ()))
+    where = (
+        f"config file '{os.fspath(paths[0])}'" if len(paths) == 1 else f'config files {[os.fspath(p) for p in paths]}'
+    )
+    for part in ('main_config', 'create_config'):
+        if parts[part] is None:
+            exact, suffix = _PARTS[part]
+            raise ConfigError(
+                f"{where}: no '{exact}' defined (expected a dict named '{exact}' or a single dict named "
+                f"'*{suffix}', here or in a file named by '{BASE_KEY}')"
+            )
+    main, create = cast(EasyDict, parts['main_config']), cast(EasyDict, parts['create_config'])
+    return main, create, parts['system_config']
+
+
+def _read_with_bases(path: str, chain: tuple[str, ...]) -> _Parts:
+    """The parts of one file merged over those of the files its ``base`` names (recursively)."""
     if not os.path.isfile(path):
-        raise ConfigError(f"config file '{path}' not found")
+        raise ConfigError(f"config file '{path}' not found" + (f' (named in {chain[-1]})' if chain else ''))
+    real = os.path.realpath(path)
+    if real in chain:
+        raise ConfigError(f"config file '{path}': '{BASE_KEY}' loops back to itself ({' -> '.join(chain + (real,))})")
+    namespace = _load_namespace(path)
+    parts: _Parts = dict.fromkeys(_PARTS)
+    for base in _base_paths(namespace, path):
+        _merge_parts(parts, _read_with_bases(base, chain + (real,)))
+    own = {part: _pick(namespace, part, path) for part in _PARTS}
+    _merge_parts(parts, own)
+    return parts
+
+
+def _load_namespace(path: str) -> dict[str, Any]:
     ext = os.path.splitext(path)[1].lower()
     if ext == '.py':
-        namespace = _exec_python(path)
-    elif ext in ('.yaml', '.yml'):
-        namespace = _load_yaml(path)
-    else:
-        raise ConfigError(f"config file '{path}': unsupported extension '{ext}' (use .py, .yaml or .yml)")
-    main = _pick(namespace, 'main_config', path, required=True)
-    create = _pick(namespace, 'create_config', path, required=True)
-    system = _pick(namespace, 'system_config', path, required=False)
-    return main, create, system
+        return _exec_python(path)
+    if ext in ('.yaml', '.yml'):
+        return _load_yaml(path)
+    raise ConfigError(f"config file '{path}': unsupported extension '{ext}' (use .py, .yaml or .yml)")
+
+
+def _base_paths(namespace: Mapping[str, Any], path: str) -> list[str]:
+    value = namespace.get(BASE_KEY)
+    if value is None:
+        return []
+    items = [value] if isinstance(value, (str, os.PathLike)) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, (str, os.PathLike)) for v in items):
+        raise ConfigError(f"config file '{path}': '{BASE_KEY}' must be a path or a list of paths, got {value!r}")
+    here = os.path.dirname(os.path.abspath(path))
+    return [os.path.join(here, os.fspath(v)) for v in items]
+
+
+def _merge_parts(into: _Parts, new: _Parts) -> None:
+    for part, value in new.items():
+        if value is not None:
+            into[part] = deep_merge_dicts(into[part], value) if into[part] is not None else value
 
 
 def _exec_python(path: str) -> dict[str, Any]:
@@ -79,7 +137,7 @@ def _line_in(exc: BaseException, path: str) -> str:
 
 
 def _load_yaml(path: str) -> dict[str, Any]:
-    import yaml  # only YAML users pay for it
+    import yaml  # deferred: only YAML users pay for its import
 
     try:
         with open(path, encoding='utf-8') as f:
@@ -98,7 +156,8 @@ def _load_yaml(path: str) -> dict[str, Any]:
     return data
 
 
-def _pick(namespace: Mapping[str, Any], part: str, path: str, required: bool) -> EasyDict | None:
+def _pick(namespace: Mapping[str, Any], part: str, path: str) -> EasyDict | None:
+    """The dict a file defines for ``part`` (deep-copied), or None when it defines none."""
     exact, suffix = _PARTS[part]
     if exact in namespace:
         value, name = namespace[exact], exact
@@ -110,12 +169,7 @@ def _pick(namespace: Mapping[str, Any], part: str, path: str, required: bool) ->
                 f'{sorted(candidates)}; define {exact} = <one of them>'
             )
         if not candidates:
-            if not required:
-                return None
-            raise ConfigError(
-                f"config file '{path}': no '{exact}' defined (expected a dict named '{exact}' or a "
-                f"single dict named '*{suffix}')"
-            )
+            return None
         name, value = next(iter(candidates.items()))
     if not isinstance(value, Mapping):
         raise ConfigError(f"config file '{path}': '{name}' must be a dict, got {type(value).__name__}")

@@ -10,6 +10,8 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
+from ding.utils.registry import REGISTRIES
+
 BEGIN = '<!-- BEGIN GENERATED COMPONENT DEFAULTS (python -m ding.config.reference) -->'
 END = '<!-- END GENERATED COMPONENT DEFAULTS -->'
 
@@ -53,8 +55,6 @@ def _fmt(value: Any) -> str:
 
 
 def generate() -> str:
-    from ding.utils.registry import REGISTRIES
-
     parts = [BEGIN, '']
     for title, where, registry, type_name, module in COMPONENTS:
         importlib.import_module(module)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ding.utils.registry import LEARNER_HOOK_REGISTRY
@@ -233,7 +233,7 @@ def _show(value: Any) -> str:
     return f'{type(value).__name__} {text}'
 
 
-def coerce_integers(cfg: dict, defaults: Mapping, path: str = '') -> None:
+def coerce_integers(cfg: MutableMapping, defaults: Mapping, path: str = '') -> None:
     """In place: integral floats (``1e5``) become ints where the default is an int or the bounds say 'int'.
 
     ``validate_config`` accepts ``replay_buffer_size=1e5``; components then get the int they expect.
@@ -243,7 +243,7 @@ def coerce_integers(cfg: dict, defaults: Mapping, path: str = '') -> None:
         if key_path in BOUNDS_SKIP:
             continue
         default = defaults.get(key) if isinstance(defaults, Mapping) else None
-        if isinstance(value, Mapping):
+        if isinstance(value, MutableMapping):
             coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path)
         elif isinstance(value, float) and value.is_integer():
             spec = _bound_for(key_path)

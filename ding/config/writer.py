@@ -48,7 +48,7 @@ def save_config(config_: Mapping, path: str, type_: str = 'py', create_cfg: Mapp
     if type_ == 'py':
         save_config_py(config_, path, create_cfg)
     elif type_ == 'yaml':
-        import yaml  # only paid by callers that want YAML
+        import yaml  # deferred: only paid by callers that want YAML
 
         data = {
             'main_config': to_jsonable(config_, 'repr'),

@@ -7,6 +7,13 @@ from functools import partial
 
 import torch
 
+from ding.config import compile_config
+from ding.envs import create_env_manager, get_vec_env_setting
+from ding.policy import create_policy
+from ding.utils import set_pkg_seed
+from ding.utils.checkpoint import load_checkpoint
+from ding.worker import InteractionSerialEvaluator
+
 from .pipeline_parts import load_input_config
 
 
@@ -22,13 +29,6 @@ def eval(
 
     Returns the mean episode return and prints one line per episode plus the mean.
     """
-    from ding.config import compile_config
-    from ding.envs import create_env_manager, get_vec_env_setting
-    from ding.policy import create_policy
-    from ding.utils import set_pkg_seed
-    from ding.utils.checkpoint import load_checkpoint
-    from ding.worker import InteractionSerialEvaluator
-
     cfg, create_cfg = load_input_config(input_cfg)
     create_cfg.policy.type += '_command'
     env_fn = None if env_setting is None else env_setting[0]

@@ -288,9 +288,7 @@ def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
         cfg.main.get('service'), cfg.main.exp_name, instance='coordinator', serve_weights=False, log=coordinator.info
     )
     try:
-        coordinator.attach_service(runtime)
-        if runtime.metrics is not None:
-            runtime.metrics.track_hyperparameters(runtime.control.getters())
+        coordinator.attach_service(runtime)  # registers its tunables through the runtime (gauges included)
         runtime.emit('run_start', exp_name=cfg.main.exp_name, pid=os.getpid(), tunable=runtime.control.tunable_keys)
     except BaseException:
         runtime.close()

@@ -11,14 +11,32 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config import compile_config, read_config
+from ding.envs import create_env_manager, get_vec_env_setting
+from ding.policy import create_policy
+from ding.torch_utils import configure_torch_threads
+from ding.utils import config_hash, set_pkg_seed
+from ding.utils.log_helper import build_summary_writer
+from ding.worker import (
+    BaseLearner,
+    InteractionSerialEvaluator,
+    create_buffer,
+    create_serial_collector,
+    create_serial_commander,
+)
+from ding.worker.resume import (
+    register_checkpoint_extras,
+    resolve_resume,
+    restore_serial_state,
+    save_buffer_with_checkpoint,
+)
+
 from .progress import RunProgress
 
 
 def load_input_config(input_cfg: str | tuple[dict, dict]) -> tuple[EasyDict, EasyDict]:
     """Accept a config file path or a ``(main_config, create_config)`` pair; return deep copies."""
     if isinstance(input_cfg, (str, os.PathLike)):
-        from ding.config import read_config
-
         cfg, create_cfg, _ = read_config(str(input_cfg))
     else:
         cfg, create_cfg = input_cfg[0], input_cfg[1]
@@ -47,7 +65,7 @@ def build_serial_parts(
     seed: int,
     env_setting: list | None,
     model: Any,
-    dynamic_seed: bool,
+    dynamic_seed: bool | None,
     max_env_step: int | None,
     with_buffer: bool,
     resume: Any = None,
@@ -57,29 +75,8 @@ def build_serial_parts(
     ``resume`` ('auto', 'never', a checkpoint path; None: the config's ``resume`` key) picks a
     checkpoint to continue from: the run keeps its directory and the workers get the saved state.
     """
-    from ding.worker.resume import (
-        register_checkpoint_extras,
-        resolve_resume,
-        restore_serial_state,
-        save_buffer_with_checkpoint,
-    )
-
-    # Before any work (and the heavy imports): a bad resume path fails here, and a resumed run keeps
-    # (does not renew) its directory.
+    # Before any work: a bad resume path fails here, and a resumed run keeps (does not renew) its directory.
     resume_path = resolve_resume(cfg, resume)
-
-    from ding.config import compile_config
-    from ding.envs import create_env_manager, get_vec_env_setting
-    from ding.policy import create_policy
-    from ding.torch_utils import configure_torch_threads
-    from ding.utils import config_hash, set_pkg_seed
-    from ding.worker import (
-        BaseLearner,
-        InteractionSerialEvaluator,
-        create_buffer,
-        create_serial_collector,
-        create_serial_commander,
-    )
 
     create_cfg.policy.type = create_cfg.policy.type + '_command'
     env_fn = None if env_setting is None else env_setting[0]
@@ -88,7 +85,7 @@ def build_serial_parts(
     )
     save_buffer = save_buffer_with_checkpoint(cfg)
     if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
-        from ding.service import check_service_config
+        from ding.service import check_service_config  # deferred: the run service loads only when asked for
 
         check_service_config(cfg.service)
     if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
@@ -102,14 +99,12 @@ def build_serial_parts(
     closables.append(collector_env.close)
     evaluator_env = create_env_manager(cfg.env.manager, [partial(env_fn, cfg=c) for c in evaluator_env_cfg])
     closables.append(evaluator_env.close)
-    collector_env.seed(cfg.seed, dynamic_seed=dynamic_seed)
+    collector_env.seed(cfg.seed, dynamic_seed=bool(dynamic_seed))
     evaluator_env.seed(cfg.seed, dynamic_seed=False)
     set_pkg_seed(cfg.seed, use_cuda=cfg.policy.cuda)
     configure_torch_threads()
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
-    from ding.utils.log_helper import build_summary_writer
-
     tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
@@ -150,7 +145,7 @@ def build_serial_parts(
         cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables, resume_path
     )
     if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
-        from ding.service.hooks import attach_serial_service
+        from ding.service.hooks import attach_serial_service  # deferred: the run service loads only when asked for
 
         try:
             parts.service = attach_serial_service(parts)
@@ -193,9 +188,10 @@ def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
 
 
 def run_serial_loop(
-    parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int, max_env_step: int
+    parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int | None, max_env_step: int | None
 ) -> None:
-    """The loop both serial pipelines share: gate, evaluate, collect, ``train_on(new_data)``, stop checks.
+    """The loop both serial pipelines share: gate, evaluate, collect, ``train_on(new_data)``, stop checks
+    (a limit of None: no limit).
 
     Ends on the stop value, a limit, a terminate request or Ctrl-C (after writing an interrupt
     checkpoint); always prints the summary line and closes every component.
@@ -219,10 +215,10 @@ def run_serial_loop(
                     break
             train_on(collector.collect(train_iter=learner.train_iter, policy_kwargs=collect_kwargs))
             parts.progress.update(collector.envstep, learner.train_iter)
-            if collector.envstep >= max_env_step:
+            if max_env_step is not None and collector.envstep >= max_env_step:
                 reason = 'max_env_step reached'
                 break
-            if learner.train_iter >= max_train_iter:
+            if max_train_iter is not None and learner.train_iter >= max_train_iter:
                 reason = 'max_train_iter reached'
                 break
         learner.call_hook('after_run')

@@ -20,7 +20,7 @@ class RunProgress:
         self.last_eval_return: float | None = None
         self._bar = None
         if os.environ.get('DING_PROGRESS', '1') != '0':
-            from tqdm import tqdm
+            from tqdm import tqdm  # deferred: loaded only when the bar is shown
 
             total = max_env_step if max_env_step is not None and max_env_step < int(1e9) else None
             self._bar = tqdm(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from easydict import EasyDict
@@ -31,6 +31,10 @@ class _PolicyMode:
 
     def __repr__(self) -> str:
         return f'<{type(self._policy).__name__} mode: {", ".join(self._names)}>'
+
+    if TYPE_CHECKING:
+        # The members are set per instance; to a type checker each is a callable of the policy.
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
 
 
 class Policy(ABC):

@@ -26,7 +26,7 @@ from werkzeug.serving import make_server
 from ding.interaction import config as interaction_config
 from ding.interaction.base.common import connectable_host, random_token
 from ding.interaction.base.envelope import ResponsibleException, failure_response, success_response
-from ding.interaction.base.server import HttpService, Route, _listen, _QuietRequestHandler, build_app
+from ding.interaction.base.server import HttpService, QuietRequestHandler, Route, build_app, listen_socket
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
 from .metrics import ServiceMetrics
@@ -172,14 +172,14 @@ class ServiceServer(HttpService):
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = self._build_app()
-            sock = _listen(self._host, self._port)
+            sock = listen_socket(self._host, self._port)
             try:
                 self._server = make_server(
                     self._host,
                     sock.getsockname()[1],
                     app,
                     threaded=True,
-                    request_handler=_QuietRequestHandler,
+                    request_handler=QuietRequestHandler,
                     fd=sock.fileno(),
                 )
             finally:

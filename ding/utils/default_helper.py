@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from numbers import Number
 from typing import Any
 
@@ -50,14 +51,15 @@ class LogDict(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, self._plain(value))
 
-    def update(self, other: dict = (), **kwargs: Any) -> None:  # type: ignore[override]
+    # dict.update's overloads (pairs, mappings) cannot be restated for one plain signature
+    def update(self, other: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = (), **kwargs: Any) -> None:  # type: ignore[override]
         for k, v in dict(other, **kwargs).items():
             self[k] = v
 
 
 def set_pkg_seed(seed: int, use_cuda: bool = True) -> None:
     """Seed Python's, NumPy's and torch's generators (CUDA too when asked and available)."""
-    import torch
+    import torch  # deferred: ding.utils stays importable without torch (the coordinator process)
 
     random.seed(seed)
     np.random.seed(seed)

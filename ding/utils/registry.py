@@ -43,8 +43,11 @@ class Registry(dict):
                 raise KeyError(f"{self.name} registry: '{key}' is already registered to {existing!r}")
         self[key] = module
 
-    def get_cls(self, type_name: str) -> Callable:
-        """Return what is registered as ``type_name`` or raise a KeyError naming the known types."""
+    def get_cls(self, type_name: str) -> Any:
+        """Return what is registered as ``type_name`` or raise a KeyError naming the known types.
+
+        Typed ``Any``: a registry holds classes (and may hold factory functions) of any kind; callers
+        annotate what they expect (``type[BaseEnv]``, ...)."""
         if type_name not in self:
             known = sorted(self.keys())
             close = difflib.get_close_matches(str(type_name), known, n=3)

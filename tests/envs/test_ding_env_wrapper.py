@@ -1,5 +1,8 @@
 """DingEnvWrapper and the dizoo classic-control envs on real gymnasium envs."""
 
+import sys
+
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -179,3 +182,82 @@ def test_get_vec_env_setting_on_the_dizoo_cartpole_dqn_config():
     _, last, length = run_episode(env, policy=lambda t: 1)
     assert last.info['eval_episode_return'] == float(length)
     env.close()
+
+
+class _NoSpecEnv(gymnasium.Env):
+    """A hand-made env (no registry spec) that renders nothing."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(2,))
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, dtype=np.float32), 0.0, True, False, {}
+
+
+def _play_one_episode(env: DingEnvWrapper) -> None:
+    env.seed(0)
+    env.reset()
+    done = False
+    while not done:
+        done = env.step(env.random_action()).done
+
+
+def test_enable_save_replay_writes_an_mp4_per_episode(tmp_path):
+    pytest.importorskip('moviepy')
+    pytest.importorskip('pygame')
+    replay_dir = tmp_path / 'replays'
+    env = CartPoleEnv({})
+    env.enable_save_replay(str(replay_dir))
+    try:
+        _play_one_episode(env)
+        _play_one_episode(env)
+    finally:
+        env.close()
+    videos = sorted(replay_dir.glob('*.mp4'))
+    assert len(videos) == 2
+    assert all(v.stat().st_size > 0 for v in videos)
+
+
+def test_enable_save_replay_on_a_built_env_records_from_the_next_episode(tmp_path):
+    pytest.importorskip('moviepy')
+    pytest.importorskip('pygame')
+    env = DingEnvWrapper(cfg={'env_id': 'CartPole-v1'})
+    _play_one_episode(env)  # built without a render mode: rebuilt from its spec to render images
+    env.enable_save_replay(str(tmp_path / 'replays'))
+    try:
+        _play_one_episode(env)
+    finally:
+        env.close()
+    assert len(list((tmp_path / 'replays').glob('*.mp4'))) == 1
+
+
+def test_enable_save_replay_refuses_an_env_that_cannot_render_images(tmp_path):
+    pytest.importorskip('moviepy')
+    env = DingEnvWrapper(env=_NoSpecEnv())
+    with pytest.raises(ValueError, match='rgb_array'):
+        env.enable_save_replay(str(tmp_path))
+
+
+def test_enable_save_replay_without_moviepy_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'moviepy', None)  # what an install without the 'video' extra sees
+    env = DingEnvWrapper(cfg={'env_id': 'CartPole-v1'})
+    with pytest.raises(ImportError, match=r"pip install 'ding\[video\]'"):
+        env.enable_save_replay(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_episode_reset_but_never_played_leaves_no_video(tmp_path):
+    pytest.importorskip('moviepy')
+    pytest.importorskip('pygame')
+    env = CartPoleEnv({})
+    env.enable_save_replay(str(tmp_path))
+    try:
+        _play_one_episode(env)
+        env.reset()  # what an env manager's auto-reset does after the last episode it needs
+    finally:
+        env.close()
+    assert len(list(tmp_path.glob('*.mp4'))) == 1

@@ -255,3 +255,21 @@ def test_factory_and_defaults():
     mgr = create_env_manager({'type': 'base'}, cartpole_fns(2))
     assert mgr.env_num == 2 and mgr.observation_space.shape == (4,) and mgr.action_space.n == 2
     mgr.close()
+
+
+@pytest.mark.parametrize('kind', MANAGERS)
+def test_save_replay_on_launched_envs_records_from_the_next_reset(kind, managers, tmp_path):
+    pytest.importorskip('moviepy')
+    pytest.importorskip('pygame')
+    mgr = managers(kind, cartpole_fns(2), episode_num=1, auto_reset=False)
+    mgr.seed(0)
+    mgr.launch()  # built before replays were asked for, as an evaluator's envs are
+    first, second = tmp_path / 'iteration_0', tmp_path / 'iteration_10'
+    rng = np.random.default_rng(0)
+    for replay_dir in (first, second):  # one directory per evaluation, as the evaluator asks
+        mgr.enable_save_replay(str(replay_dir))
+        mgr.reset()
+        collect_first_obs_and_returns(mgr, rng)
+    mgr.close()  # ends the recordings
+    assert len(list(first.glob('*.mp4'))) == 2
+    assert len(list(second.glob('*.mp4'))) == 2

@@ -3,6 +3,7 @@ Malformed and unauthorised requests: each gets a 4xx JSON envelope with the righ
 client-side as the exception class of that code, and changes nothing; the servers keep serving.
 """
 
+import importlib
 import json
 import socket
 import threading
@@ -264,3 +265,17 @@ def test_client_maps_transport_failures_to_requests_exceptions(hang_up):
         assert server.accepted == (4 if hang_up else 3)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    ('module', 'base'),
+    [
+        ('ding.interaction.exception.master', 'MasterResponseException'),
+        ('ding.interaction.exception.slave', 'SlaveResponseException'),
+    ],
+)
+def test_exception_modules_export_every_exception_class(module, base):
+    mod = importlib.import_module(module)
+    root = getattr(mod, base)
+    classes = {n for n, o in vars(mod).items() if isinstance(o, type) and issubclass(o, root)}
+    assert classes <= set(mod.__all__)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import copy
 import operator
+import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from easydict import EasyDict
+from numpy.typing import DTypeLike
 
 from .base_env import BaseEnv, BaseEnvTimestep
 
-# gymnasium is imported inside the methods that need it: importing ding.envs must stay cheap.
+# gymnasium is imported inside the methods that need it (marked deferred): importing ding.envs must stay cheap.
 
 
-def _to_numpy(action: Any, dtype: np.dtype) -> np.ndarray:
+def _to_numpy(action: Any, dtype: DTypeLike) -> np.ndarray:
     if hasattr(action, 'detach'):  # torch.Tensor, without importing torch here
         action = action.detach().cpu().numpy()
     return np.asarray(action, dtype=dtype)
@@ -76,6 +79,20 @@ def _passthrough_action(action: Any) -> Any:
     return action
 
 
+def _no_episode(episode_id: int) -> bool:
+    # the wrapper starts each video itself, at an episode's first step (see DingEnvWrapper.step)
+    return False
+
+
+def _require_moviepy() -> None:
+    try:
+        import moviepy  # noqa: F401  # deferred: an optional extra, needed only to save replays
+    except ImportError as e:
+        raise ImportError(
+            "saving replays (enable_save_replay) writes videos with moviepy: pip install 'ding[video]'"
+        ) from e
+
+
 def _float32_obs(obs: Any) -> np.ndarray:
     return np.asarray(obs, dtype=np.float32)
 
@@ -103,13 +120,15 @@ class DingEnvWrapper(BaseEnv):
     def __init__(
         self, env: Any = None, cfg: dict | None = None, seed_api: bool = True, caller: str = 'collector'
     ) -> None:
-        self._cfg = EasyDict(cfg) if cfg is not None else EasyDict()
+        self._cfg: EasyDict = EasyDict(cfg) if cfg is not None else EasyDict()
         if env is None and not self._cfg.get('env_id'):
             raise ValueError("DingEnvWrapper needs a gymnasium env (env=...) or a config with 'env_id'")
         self._caller = caller
         self._seed_api = seed_api  # False: the env cannot be seeded through reset(seed=...)
         self._act_scale = bool(self._cfg.get('act_scale', False))
-        self._env = None
+        self._env: Any = None  # the gymnasium env (wrapped in RecordVideo while saving replays)
+        self._recorder: Any = None  # that RecordVideo, while saving replays
+        self._videos = 0
         self._seed: int | None = None
         self._dynamic_seed = True
         self._episode_idx = 0
@@ -121,22 +140,26 @@ class DingEnvWrapper(BaseEnv):
     # ---- construction -------------------------------------------------------------------------------------------
     def _make_env(self) -> Any:
         """Build the gymnasium env from the config (subclasses override to pin the id / make options)."""
-        import gymnasium
+        import gymnasium  # deferred: importing ding.envs stays cheap
 
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if self._cfg.get('max_episode_steps') is not None:
             kwargs['max_episode_steps'] = int(self._cfg.max_episode_steps)
         return gymnasium.make(self._cfg.env_id, **kwargs)
 
     def _setup(self, env: Any) -> None:
-        from gymnasium import spaces
+        from gymnasium import spaces  # deferred: importing ding.envs stays cheap
 
+        if self._replay_path is not None:
+            env = self._record_video(env, self._replay_path)
+            self._recorder = env
         self._env = env
         self._observation_space = env.observation_space
         self._action_space = env.action_space
         if not hasattr(self, '_reward_space'):
             self._reward_space = spaces.Box(-np.inf, np.inf, shape=(1,), dtype=np.float32)
         act_space = self._action_space
+        self._convert_action: Callable[[Any], Any]
         if isinstance(act_space, spaces.Discrete):
             self._convert_action = _discrete_action
         elif isinstance(act_space, spaces.Box):
@@ -185,6 +208,12 @@ class DingEnvWrapper(BaseEnv):
         return self._convert_obs(obs)
 
     def step(self, action: Any) -> BaseEnvTimestep:
+        recorder = self._recorder
+        if recorder is not None and not recorder.recording:
+            # A video starts with an episode's first step, so the episode an auto-reset begins and nobody
+            # plays leaves no file; RecordVideo ends it at the next reset or at close.
+            recorder.start_recording(f'{recorder.name_prefix}-episode-{self._videos}')
+            self._videos += 1
         obs, rew, terminated, truncated, info = self._env.step(self._convert_action(action))
         self._eval_episode_return += rew
         done = bool(terminated or truncated)
@@ -198,7 +227,7 @@ class DingEnvWrapper(BaseEnv):
     def close(self) -> None:
         if self._env is not None:
             self._env.close()
-            self._env = None
+            self._env = self._recorder = None
 
     def __repr__(self) -> str:
         name = self._cfg.get('env_id') or (self._env.spec.id if getattr(self._env, 'spec', None) else self._env)
@@ -223,14 +252,48 @@ class DingEnvWrapper(BaseEnv):
         return self.action_space.sample()
 
     def enable_save_replay(self, replay_path: str) -> None:
-        # Kept for DI-engine config compatibility; video recording needs extra packages, so only the path is kept.
-        self._replay_path = replay_path
+        """Record every episode from the next reset on as an ``.mp4`` in ``replay_path`` (gymnasium's
+        ``RecordVideo``; needs the ``video`` extra: ``pip install 'ding[video]'``). Called again with another
+        directory, the video in progress is finished and later episodes go to the new one."""
+        _require_moviepy()
+        self._replay_path = os.fspath(replay_path)
+        if self._env is not None:
+            self._setup(self._env)
+
+    def _record_video(self, env: Any, replay_path: str) -> Any:
+        """``env`` wrapped in ``RecordVideo`` (rebuilt from its spec with ``render_mode='rgb_array'`` if needed)."""
+        from gymnasium.wrappers import RecordVideo  # deferred: importing ding.envs stays cheap
+
+        if isinstance(env, RecordVideo):
+            if env.video_folder == os.path.abspath(replay_path):
+                return env
+            # a new directory (the evaluator asks for one per evaluation): end the video in progress there
+            if env.recording:
+                env.stop_recording()
+            env = env.env
+        if env.render_mode not in ('rgb_array', 'rgb_array_list'):
+            spec = getattr(env, 'spec', None)
+            if spec is None:
+                raise ValueError(
+                    f'saving replays needs an env that renders images (render_mode="rgb_array"); {env} has '
+                    f'render_mode={env.render_mode!r} and no spec to rebuild it from'
+                )
+            import gymnasium  # deferred: importing ding.envs stays cheap
+
+            env.close()
+            env = gymnasium.make(spec, render_mode='rgb_array')
+        # one prefix per wrapper and process: the envs of one manager share the replay directory
+        prefix = f'rl-video-{os.getpid()}-{id(self):x}'
+        with warnings.catch_warnings():
+            # the envs of one manager share the directory on purpose, each with its own file prefix
+            warnings.filterwarnings('ignore', message='.*Overwriting existing videos', category=UserWarning)
+            return RecordVideo(env, replay_path, episode_trigger=_no_episode, name_prefix=prefix)
 
     def clone(self, caller: str = 'collector') -> DingEnvWrapper:
         """A fresh, unseeded copy of this env (same config; same gymnasium spec when built from an env)."""
         if self._cfg.get('env_id'):
             return type(self)(cfg=copy.deepcopy(self._cfg), caller=caller)
-        import gymnasium
+        import gymnasium  # deferred: importing ding.envs stays cheap
 
         spec = getattr(self._env, 'spec', None)
         env = gymnasium.make(spec) if spec is not None else copy.deepcopy(self._env)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from ding.utils import ENV_REGISTRY, import_module
 
 from .base_env import BaseEnv
@@ -13,6 +15,24 @@ def get_env_cls(cfg: dict) -> type[BaseEnv]:
         raise KeyError("env config lacks 'type' (the ENV_REGISTRY name, e.g. 'cartpole')")
     import_module(cfg.get('import_names', []))
     return ENV_REGISTRY.get_cls(cfg['type'])
+
+
+@overload
+def get_vec_env_setting(
+    cfg: dict, collect: Literal[True] = ..., eval_: Literal[True] = ...
+) -> tuple[type[BaseEnv], list[dict], list[dict]]: ...
+
+
+@overload
+def get_vec_env_setting(
+    cfg: dict, collect: Literal[False], eval_: Literal[True] = ...
+) -> tuple[type[BaseEnv], None, list[dict]]: ...
+
+
+@overload
+def get_vec_env_setting(
+    cfg: dict, collect: bool = ..., eval_: bool = ...
+) -> tuple[type[BaseEnv], list[dict] | None, list[dict] | None]: ...
 
 
 def get_vec_env_setting(

@@ -45,7 +45,7 @@ class BaseEnvManager:
     ``reset_timeout`` (enforced by the subprocess manager only; an in-process call cannot be interrupted).
     """
 
-    config = dict(
+    config: dict[str, Any] = dict(
         episode_num=float('inf'),
         max_retry=5,
         reset_timeout=None,
@@ -176,9 +176,17 @@ class BaseEnvManager:
         if len(replay_path) != self._env_num:
             raise ValueError(f'replay_path has {len(replay_path)} entries for {self._env_num} envs')
         self._env_replay_path = list(replay_path)
+        if not self._closed:
+            self._replay_built_envs(self._env_replay_path)
+
+    def _replay_built_envs(self, replay_path: list[str]) -> None:
+        """Envs already built save replays from their next reset on too (new ones get the path when built)."""
+        for env_id, env in enumerate(self._envs):
+            if env is not None:
+                env.enable_save_replay(replay_path[env_id])
 
     def _check_env_id(self, env_id: Any) -> None:
-        if not isinstance(env_id, numbers.Integral) or not 0 <= env_id < self._env_num:
+        if not isinstance(env_id, numbers.Integral) or not 0 <= int(env_id) < self._env_num:
             raise KeyError(f'env id {env_id!r} out of range (env_num={self._env_num})')
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -231,14 +239,21 @@ class BaseEnvManager:
             env = self._envs[env_id]
             if env is None:
                 env = self._envs[env_id] = self._make_env(env_id)
-            if self._seed_pending[env_id]:
-                env.seed(self._env_seed[env_id], self._env_dynamic_seed)
+            seed = self._env_seed[env_id]
+            if self._seed_pending[env_id] and seed is not None:
+                env.seed(seed, self._env_dynamic_seed)
                 self._seed_pending[env_id] = False
             obs = env.reset(**self._reset_param[env_id])
         except Exception as e:  # noqa: BLE001 -- any env failure is handled by a restart
             obs = self._restart(env_id, e)
         self._ready_obs[env_id] = obs
         self._env_states[env_id] = EnvState.RUN
+
+    @staticmethod
+    def _built_env(env: BaseEnv | None, env_id: int) -> BaseEnv:
+        if env is None:  # only between a failed rebuild and the restart that replaces it
+            raise RuntimeError(f'env {env_id} is not built')
+        return env
 
     def _make_env(self, env_id: int) -> BaseEnv:
         env = self._env_fn[env_id]()
@@ -255,8 +270,9 @@ class BaseEnvManager:
             except Exception:  # noqa: BLE001 -- a broken env may fail to close; it is dropped anyway
                 pass
         env = self._envs[env_id] = self._make_env(env_id)
-        if self._env_seed[env_id] is not None:
-            env.seed(self._env_seed[env_id], self._env_dynamic_seed)
+        seed = self._env_seed[env_id]
+        if seed is not None:
+            env.seed(seed, self._env_dynamic_seed)
             self._seed_pending[env_id] = False
         return env.reset(**self._reset_param[env_id])
 
@@ -304,7 +320,7 @@ class BaseEnvManager:
             if env_id not in ready:
                 raise KeyError(f'env {env_id!r} is not waiting for an action (ready: {sorted(ready)})')
             try:
-                timestep = envs[env_id].step(action)
+                timestep = self._built_env(envs[env_id], env_id).step(action)
             except Exception as e:  # noqa: BLE001 -- a crashing env is restarted, the others go on
                 last_obs = ready[env_id]
                 ready[env_id] = self._restart(env_id, e)

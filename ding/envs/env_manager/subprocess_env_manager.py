@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing as mp
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ding.envs.env.ding_env_wrapper import DingEnvWrapper
 from ding.utils import ENV_MANAGER_REGISTRY
 
 from .base_env_manager import BaseEnvManager, EnvState, abnormal_timestep
+from .env_worker import env_worker
 
 _DEFAULT_CONTEXT = 'fork' if sys.platform.startswith('linux') else 'spawn'
 _CLOSE_TIMEOUT = 2.0  # seconds close() waits for workers to exit by themselves before killing them
@@ -34,86 +35,6 @@ class EnvWorkerError(RuntimeError):
 
     def __repr__(self) -> str:
         return self.child_repr
-
-
-def _env_worker(
-    conn: Any,
-    env_fn: Callable[[], BaseEnv],
-    shm: Any,
-    shape: tuple | None,
-    dtype_str: str | None,
-    replay_path: str | None,
-    inherited: list[Any],
-) -> None:
-    """Worker loop. Replies are ``(True, payload)`` or ``(False, repr(exception))``. An observation is written
-    into shared-memory slot 0 (step) / 1 (reset) and sent as None, or sent in the message as ``(obs, )`` when it
-    does not fit the slot."""
-    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Drop the parent's ends of the pipes that fork copied here, so that a dead parent shows up as EOF.
-    for c in inherited:
-        c.close()
-    views = None
-    if shm is not None:
-        dtype = np.dtype(dtype_str)
-        views = np.frombuffer(shm, dtype=dtype, count=2 * int(np.prod(shape))).reshape((2,) + tuple(shape))
-
-    def pack(obs: Any, slot: int) -> Any:
-        if views is not None and type(obs) is np.ndarray and obs.shape == views.shape[1:] and obs.dtype == views.dtype:
-            views[slot] = obs
-            return None
-        return (obs,)
-
-    env, make_error = None, None
-    try:
-        env = env_fn()
-        if replay_path is not None:
-            env.enable_save_replay(replay_path)
-    except Exception as e:  # noqa: BLE001 -- reported on the first command; the parent restarts this worker
-        make_error = e
-    reset_kwargs: dict = {}
-    while True:
-        try:
-            cmd, arg = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            break
-        if cmd == 'close':
-            break
-        try:
-            if make_error is not None:
-                raise make_error
-            if cmd == 'step':
-                action, auto_reset, seed_args = arg
-                timestep = env.step(action)
-                reset_obs = reset_error = None
-                if timestep.done and auto_reset:
-                    try:
-                        if seed_args is not None:
-                            env.seed(*seed_args)
-                        reset_obs = pack(env.reset(**reset_kwargs), 1)
-                    except Exception as e:  # noqa: BLE001 -- the finished episode is still valid
-                        reset_error = repr(e)
-                obs = pack(timestep.obs, 0)
-                conn.send((True, (obs, timestep.reward, timestep.done, timestep.info, reset_obs, reset_error)))
-            elif cmd == 'reset':
-                seed_args, kwargs = arg
-                if seed_args is not None:
-                    env.seed(*seed_args)
-                reset_kwargs = kwargs
-                conn.send((True, pack(env.reset(**reset_kwargs), 1)))
-            else:
-                raise ValueError(f'unknown env worker command {cmd!r}')
-        except Exception as e:  # noqa: BLE001 -- includes a reply that cannot be pickled
-            try:
-                conn.send((False, repr(e)))
-            except (OSError, ValueError):
-                break
-    if env is not None:
-        try:
-            env.close()
-        except Exception:  # noqa: BLE001
-            pass
-    conn.close()
 
 
 @ENV_MANAGER_REGISTRY.register('subprocess')
@@ -197,7 +118,7 @@ class SubprocessEnvManager(BaseEnvManager):
         )
         replay = self._env_replay_path[env_id] if self._env_replay_path is not None else None
         proc = ctx.Process(
-            target=_env_worker,
+            target=env_worker,
             args=(child_conn, self._env_fn[env_id], self._shm[env_id], shape, dtype_str, replay, inherited),
             name=f'ding-env-worker-{env_id}',
             daemon=True,
@@ -234,7 +155,7 @@ class SubprocessEnvManager(BaseEnvManager):
         if not env_ids:
             return results
         conns, procs = self._conns, self._procs
-        pending = {conns[i]: i for i in env_ids}
+        pending: dict[Any, int] = {conns[i]: i for i in env_ids}
         deadline = None if timeout is None else time.monotonic() + timeout
         while pending:
             remaining = None
@@ -247,14 +168,14 @@ class SubprocessEnvManager(BaseEnvManager):
                     break
             sentinels = {procs[i].sentinel: i for i in pending.values()}
             ready = mp_wait(list(pending) + list(sentinels), remaining)
-            dead = []
+            dead: list[int] = []
             for obj in ready:
-                i = pending.pop(obj, None)
-                if i is None:
+                if obj not in pending:  # a process sentinel: the worker died
                     dead.append(sentinels[obj])
                     continue
+                i = pending.pop(obj)
                 try:
-                    results[i] = obj.recv()
+                    results[i] = cast(Connection, obj).recv()
                 except (EOFError, OSError):
                     results[i] = self._death_error(i)
             for i in dead:
@@ -277,7 +198,14 @@ class SubprocessEnvManager(BaseEnvManager):
         if type(reply) is not tuple or not reply[0]:
             raise self._as_error(reply)
         packed = reply[1]
-        return self._views[env_id][1].copy() if packed is None else packed[0]
+        return self._slot_copy(env_id, 1) if packed is None else packed[0]
+
+    def _slot_copy(self, env_id: int, slot: int) -> np.ndarray:
+        """A copy of the observation the worker of ``env_id`` wrote to its shared-memory slot."""
+        views = self._views[env_id]
+        if views is None:
+            raise RuntimeError(f'env {env_id} answered through shared memory it does not have')
+        return views[slot].copy()
 
     def _seed_args(self, env_id: int) -> tuple | None:
         if not self._seed_pending[env_id]:
@@ -303,6 +231,14 @@ class SubprocessEnvManager(BaseEnvManager):
                 obs = self._restart(i, e)
             self._ready_obs[i] = obs
             self._env_states[i] = EnvState.RUN
+
+    def _replay_built_envs(self, replay_path: list[str]) -> None:
+        live = [i for i, proc in enumerate(self._procs) if proc is not None]
+        for i in live:
+            self._conns[i].send(('replay', replay_path[i]))
+        for reply in self._gather(live, self._reset_timeout).values():
+            if type(reply) is not tuple or not reply[0]:
+                raise self._as_error(reply)
 
     def _renew_env(self, env_id: int) -> Any:
         self._stop_worker(env_id, graceful=env_id not in self._hung)
@@ -341,7 +277,6 @@ class SubprocessEnvManager(BaseEnvManager):
                 replies[env_id] = e
         replies.update(self._gather(sent, self._step_timeout))
 
-        views = self._views
         streak = self._fail_streak
         timesteps = {}
         for env_id in actions:
@@ -353,14 +288,14 @@ class SubprocessEnvManager(BaseEnvManager):
                 timesteps[env_id] = abnormal_timestep(last_obs, error)
                 continue
             obs, reward, done, info, reset_obs, reset_error = reply[1]
-            obs = views[env_id][0].copy() if obs is None else obs[0]
+            obs = self._slot_copy(env_id, 0) if obs is None else obs[0]
             if streak[env_id]:
                 streak[env_id] = 0
             if done:
                 del ready[env_id]
                 if self._episode_finished(env_id):
                     if reset_error is None:
-                        ready[env_id] = views[env_id][1].copy() if reset_obs is None else reset_obs[0]
+                        ready[env_id] = self._slot_copy(env_id, 1) if reset_obs is None else reset_obs[0]
                     else:
                         ready[env_id] = self._restart(env_id, EnvWorkerError(reset_error))
             else:

@@ -10,7 +10,7 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
@@ -27,7 +27,43 @@ logger = logging.getLogger(__name__)
 Route = tuple[str, Sequence[str], Callable[[], dict[str, Any]]]
 
 
-class _QuietRequestHandler(WSGIRequestHandler):
+class ErrorCodes(Protocol):
+    """The enum of codes an ``HttpService`` answers with (``MasterErrorCode``, ``SlaveErrorCode``, the run
+    service's): the codes this module uses."""
+
+    @property
+    def ROUTE_NOT_FOUND(self) -> IntEnum: ...
+
+    @property
+    def METHOD_NOT_ALLOWED(self) -> IntEnum: ...
+
+    @property
+    def REQUEST_INVALID(self) -> IntEnum: ...
+
+    @property
+    def UNKNOWN_ERROR(self) -> IntEnum: ...
+
+    @property
+    def SYSTEM_SHUTTING_DOWN(self) -> IntEnum: ...
+
+
+class PeerErrorCodes(ErrorCodes, Protocol):
+    """The codes of a ``PeerService`` (master or slave): also the channel and self-token checks'."""
+
+    @property
+    def CHANNEL_NOT_GIVEN(self) -> IntEnum: ...
+
+    @property
+    def CHANNEL_NOT_MATCH(self) -> IntEnum: ...
+
+    @property
+    def SELF_TOKEN_NOT_GIVEN(self) -> IntEnum: ...
+
+    @property
+    def SELF_TOKEN_NOT_MATCH(self) -> IntEnum: ...
+
+
+class QuietRequestHandler(WSGIRequestHandler):
     """Request handler without werkzeug's one-line-per-request access log (errors are still logged)."""
 
     def log_request(self, *args: Any, **kwargs: Any) -> None:
@@ -38,7 +74,7 @@ def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -> Flask:
+def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> Flask:
     """
     A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
@@ -73,8 +109,9 @@ def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -
         else:
             code, message = codes.UNKNOWN_ERROR, err.description or err.name
         response = _json_response(failure_response(code, message), status)
-        if status == 405 and getattr(err, 'valid_methods', None):
-            response.headers['Allow'] = ', '.join(err.valid_methods)
+        allowed = getattr(err, 'valid_methods', None)  # set on MethodNotAllowed only
+        if status == 405 and allowed:
+            response.headers['Allow'] = ', '.join(allowed)
         return response
 
     def _unexpected_error(err: Exception) -> Response:
@@ -87,7 +124,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: type[IntEnum]) -
     return app
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen_socket(host: str, port: int) -> socket.socket:
     """
     A socket bound to ``host:port`` and listening. Done here rather than by werkzeug, which prints to
     stderr and calls ``sys.exit`` when the port is taken; here that is an ``OSError`` naming the address.
@@ -106,13 +143,13 @@ def _listen(host: str, port: int) -> socket.socket:
 
 class HttpService:
     """
-    Base of Master and Slave: owns the HTTP server and its thread, a stop flag for worker threads and the
+    Base of the HTTP servers (``PeerService``: Master and Slave; the run service): owns the HTTP server and its thread, a stop flag for worker threads and the
     service's own token (needed for ``DELETE /shutdown`` over HTTP). One-shot: start once, shut down once.
     Subclasses give ``_routes()`` and may override ``_start_workers``/``_stop_workers``/``_worker_threads``.
     """
 
     _role = 'service'
-    _codes: type[IntEnum]
+    _codes: ErrorCodes
 
     def __init__(self, host: str, port: int, disable_flask_log: bool = True):
         if not isinstance(host, str):
@@ -147,35 +184,8 @@ class HttpService:
         if self._stopping.is_set():
             raise ResponsibleException(self._codes.SYSTEM_SHUTTING_DOWN, f'This {self._role} is shutting down.')
 
-    def _check_channel_header(self, channel: int) -> None:
-        raw = request.headers.get('Channel')
-        if raw is None or raw == '':
-            raise ResponsibleException(self._codes.CHANNEL_NOT_GIVEN, 'Header "Channel" is required.')
-        try:
-            given = int(raw)
-        except ValueError:
-            given = None
-        if given != channel:
-            raise ResponsibleException(
-                self._codes.CHANNEL_NOT_MATCH, f'Channel {raw!r} does not match this {self._role}.'
-            )
-
-    def _check_self_token(self) -> None:
-        token = request.headers.get('Token')
-        if not token:
-            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
-        if not hmac.compare_digest(token.encode(), self._self_token.encode()):
-            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_MATCH, f'Token does not match this {self._role}.')
-
     def _api_ping(self) -> dict[str, Any]:
         return success_response({'role': self._role}, 'PONG!')
-
-    def _api_shutdown(self) -> dict[str, Any]:
-        self._check_not_shutting_down()
-        self._check_self_token()
-        # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
-        threading.Thread(target=self.shutdown, name=f'ding-{self._role}-shutdown', daemon=True).start()
-        return success_response(message='Shutting down.')
 
     def _thread_name(self, what: str) -> str:
         return f'ding-{self._role}-{what}-{self.port}'
@@ -205,8 +215,8 @@ class HttpService:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = build_app(__name__, self._routes(), self._codes)
-            handler = _QuietRequestHandler if self._disable_flask_log else None
-            sock = _listen(self._host, self._port)
+            handler = QuietRequestHandler if self._disable_flask_log else None
+            sock = listen_socket(self._host, self._port)
             try:
                 self._server = make_server(
                     self._host, sock.getsockname()[1], app, threaded=True, request_handler=handler, fd=sock.fileno()
@@ -272,3 +282,37 @@ class HttpService:
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self._host}:{self.port})'
+
+
+class PeerService(HttpService):
+    """Base of Master and Slave: an ``HttpService`` whose callers name the channel, and that can be shut down
+    over HTTP (``DELETE /shutdown`` with its own token)."""
+
+    _codes: PeerErrorCodes
+
+    def _check_channel_header(self, channel: int) -> None:
+        raw = request.headers.get('Channel')
+        if raw is None or raw == '':
+            raise ResponsibleException(self._codes.CHANNEL_NOT_GIVEN, 'Header "Channel" is required.')
+        try:
+            given = int(raw)
+        except ValueError:
+            given = None
+        if given != channel:
+            raise ResponsibleException(
+                self._codes.CHANNEL_NOT_MATCH, f'Channel {raw!r} does not match this {self._role}.'
+            )
+
+    def _check_self_token(self) -> None:
+        token = request.headers.get('Token')
+        if not token:
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_GIVEN, 'Header "Token" is required.')
+        if not hmac.compare_digest(token.encode(), self._self_token.encode()):
+            raise ResponsibleException(self._codes.SELF_TOKEN_NOT_MATCH, f'Token does not match this {self._role}.')
+
+    def _api_shutdown(self) -> dict[str, Any]:
+        self._check_not_shutting_down()
+        self._check_self_token()
+        # shutdown() waits for the serving loop, so it must not run on a request thread of that loop.
+        threading.Thread(target=self.shutdown, name=f'ding-{self._role}-shutdown', daemon=True).start()
+        return success_response(message='Shutting down.')

@@ -30,7 +30,7 @@ class SlaveConnectionProxy:
         self._name = name
         self._host = host
         self._port = port
-        # Everything below is guarded by the master's lock.
+        # Everything below is guarded by the master's lock (``master.lock``).
         self._connecting = False
         self._connected = False
         self._client: HttpClient | None = None
@@ -68,7 +68,7 @@ class SlaveConnectionProxy:
     @property
     def tasks(self) -> list[Task]:
         """Tasks sent on this connection that have not ended yet."""
-        with self._master._lock:
+        with self._master.lock:
             return list(self._tasks.values())
 
     # --- public -----------------------------------------------------------------------------------------
@@ -79,15 +79,12 @@ class SlaveConnectionProxy:
         ``SlaveSlaveAlreadyConnected``, ``SlaveChannelNotMatch``) or ``requests.ConnectionError``.
         """
         master = self._master
-        master._check_running()
-        with master._lock:
+        master.check_running()
+        with master.lock:
             if self._connected or self._connecting:
                 raise RuntimeError(f'connection {self._name!r} is already connected')
-            other = master._connections.get(self._name)
-            if other is not None and other is not self:
-                raise ValueError(f'master already has a connected slave named {self._name!r}; disconnect it first')
+            master.begin_connect(self)
             self._connecting = True
-            master._pending_connects += 1
 
         master_token = random_token()
         client = HttpClient(
@@ -95,9 +92,9 @@ class SlaveConnectionProxy:
             self._port,
             {'Channel': str(master.channel), 'Token': master_token},
             get_slave_exception_by_error,
-            retries=master._request_retries,
-            retry_waiting=master._request_retry_waiting,
-            timeout=master._request_timeout,
+            retries=master.request_retries,
+            retry_waiting=master.request_retry_waiting,
+            timeout=master.request_timeout,
         )
         registered, reply = False, {}
         try:
@@ -105,22 +102,20 @@ class SlaveConnectionProxy:
                 'POST', '/connect', {'master': {'address': master.address}, 'data': dict(data or {})}
             )
             slave_token = reply.get('token')
-            with master._lock:
-                if isinstance(slave_token, str) and slave_token and not master._stopping.is_set():
+            with master.lock:
+                if isinstance(slave_token, str) and slave_token and master.is_running:
                     self._client, self._master_token, self._slave_token = client, master_token, slave_token
                     self._connected, self._last_heartbeat = True, time.monotonic()
-                    master._connections[self._name] = self
-                    master._by_slave_token[slave_token] = self
+                    master.add_connection(self, slave_token)
                     registered = True
         finally:
-            with master._lock:
+            with master.lock:
                 self._connecting = False
-                master._pending_connects -= 1
-                master._pending_cond.notify_all()
+                master.end_connect()
         if not registered:
             # The slave accepted but we cannot keep the link: release the slave again.
             self._best_effort_disconnect(client)
-            if master._stopping.is_set():
+            if not master.is_running:
                 raise RuntimeError(f'master is shutting down; connection {self._name!r} was not kept')
             raise ValueError(f'slave {self._name!r} at {self._host}:{self._port} answered /connect without a token')
         logger.info('master connected to slave %r at %s:%s', self._name, self._host, self._port)
@@ -134,7 +129,7 @@ class SlaveConnectionProxy:
         refuses; when the slave cannot be reached or has already dropped this master, the connection is
         dropped locally with a warning. No-op when not connected.
         """
-        with self._master._lock:
+        with self._master.lock:
             client = self._client if self._connected else None
         if client is None:
             return {}
@@ -145,7 +140,7 @@ class SlaveConnectionProxy:
             raise
         except requests.RequestException as err:
             logger.warning('slave %r did not acknowledge the disconnection (%s); dropping it anyway', self._name, err)
-        self._drop(f'connection {self._name!r} was disconnected')
+        self.drop(f'connection {self._name!r} was disconnected')
         out = reply.get('data')
         return out if isinstance(out, dict) else {}
 
@@ -181,10 +176,11 @@ class SlaveConnectionProxy:
             f'SlaveConnectionProxy(name={self._name!r}, address={self._host}:{self._port}, connected={self._connected})'
         )
 
-    # --- internals (used by Task and Master) ------------------------------------------------------------
-    def _send_task(self, task: Task) -> None:
-        with self._master._lock:
-            if not self._connected:
+    # --- used by Task and Master of this package ----------------------------------------------------------
+    def send_task(self, task: Task) -> None:
+        """Hand ``task`` to the slave (``Task.start`` calls this); raises when it cannot be handed over."""
+        with self._master.lock:
+            if not self._connected or self._client is None:
                 raise RuntimeError(f'connection {self._name!r} is not connected')
             if task.id in self._tasks:
                 raise RuntimeError(f'task {task.id} was already sent on {self._name!r}')
@@ -193,42 +189,55 @@ class SlaveConnectionProxy:
         try:
             client.request('POST', '/task/new', {'task': {'id': task.id}, 'data': task.data})
         except BaseException:
-            self._pop_task(task.id)
+            self.pop_task(task.id)
             raise
 
-    def _pop_task(self, task_id: str) -> Task | None:
-        with self._master._lock:
+    def pop_task(self, task_id: str) -> Task | None:
+        """Take the task ``task_id`` off this connection (it has ended); None when it is not in flight."""
+        with self._master.lock:
             return self._tasks.pop(task_id, None)
 
-    def _drop(self, reason: str) -> bool:
+    def record_heartbeat(self) -> None:
+        """The slave sent a heartbeat now."""
+        with self._master.lock:
+            self._last_heartbeat = time.monotonic()
+
+    def heartbeat_age(self, now: float) -> float:
+        """Seconds from the slave's last heartbeat (or the connection) to ``now`` (``time.monotonic()``)."""
+        with self._master.lock:
+            return now - self._last_heartbeat
+
+    def expired_tasks(self, now: float) -> list[Task]:
+        """Tasks in flight whose deadline is at or before ``now`` (``time.monotonic()``)."""
+        with self._master.lock:
+            return [t for t in self._tasks.values() if t.deadline is not None and now >= t.deadline]
+
+    def drop(self, reason: str) -> bool:
         """Forget the connection locally and fail its tasks with ``reason``; False if it was not connected."""
-        master = self._master
-        with master._lock:
+        with self._master.lock:
             if not self._connected:
                 return False
             self._connected = False
-            if master._connections.get(self._name) is self:
-                del master._connections[self._name]
-            if master._by_slave_token.get(self._slave_token) is self:
-                del master._by_slave_token[self._slave_token]
+            self._master.remove_connection(self, self._slave_token)
             tasks = list(self._tasks.values())
             self._tasks.clear()
         for task in tasks:
-            task._finish(TaskStatus.TASK_FAILED, {'message': f'{reason}; task {task.id} failed'})
+            task.finish(TaskStatus.TASK_FAILED, {'message': f'{reason}; task {task.id} failed'})
         return True
 
+    def close(self, reason: str) -> None:
+        """Master shutdown: tell the slave once, then drop the connection whatever the answer."""
+        with self._master.lock:
+            client = self._client if self._connected else None
+        if client is None:
+            return
+        self._best_effort_disconnect(client)
+        self.drop(reason)
+
+    # --- internals --------------------------------------------------------------------------------------
     def _best_effort_disconnect(self, client: HttpClient) -> None:
         """One quick disconnection attempt whose failure is ignored (used when closing the master)."""
         try:
             client.request('DELETE', '/disconnect', {'data': {}}, retries=0, timeout=min(client.timeout, 3.0))
         except requests.RequestException as err:
             logger.debug('best-effort disconnection of %r failed: %s', self._name, err)
-
-    def _close(self, reason: str) -> None:
-        """Master shutdown: tell the slave once, then drop the connection whatever the answer."""
-        with self._master._lock:
-            client = self._client if self._connected else None
-        if client is None:
-            return
-        self._best_effort_disconnect(client)
-        self._drop(reason)

@@ -18,7 +18,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
-from ..base.server import HttpService, Route
+from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
     DEFAULT_HEARTBEAT_CHECK_SPAN,
@@ -37,7 +37,7 @@ from .task import TaskStatus
 logger = logging.getLogger(__name__)
 
 
-class Master(HttpService):
+class Master(PeerService):
     """
     Interaction master (e.g. the coordinator).
 
@@ -125,6 +125,25 @@ class Master(HttpService):
     def heartbeat_tolerance(self) -> float:
         return self._heartbeat_tolerance
 
+    @property
+    def request_retries(self) -> int:
+        """Extra attempts of a request to a slave (connection errors / 5xx only)."""
+        return self._request_retries
+
+    @property
+    def request_retry_waiting(self) -> float:
+        return self._request_retry_waiting
+
+    @property
+    def request_timeout(self) -> float:
+        """Seconds one request to a slave may take."""
+        return self._request_timeout
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Guards the table of connections and the state of every connection (``SlaveConnectionProxy``)."""
+        return self._lock
+
     # --- connections ------------------------------------------------------------------------------------
     def new_connection(self, name: str, host: str, port: int) -> SlaveConnectionProxy:
         """A (not yet connected) connection to the slave at ``host:port``, known as ``name`` once connected."""
@@ -161,11 +180,37 @@ class Master(HttpService):
         with self._lock:
             return len(self._connections)
 
-    def _check_running(self) -> None:
+    # --- used by SlaveConnectionProxy (this package); callers hold ``lock`` where it says so ---------------
+    def check_running(self) -> None:
+        """Raise ``RuntimeError`` unless the master is started and not shut down."""
         if self._server is None:
             raise RuntimeError('master is not started; call start() first')
         if self._stopping.is_set():
             raise RuntimeError('master is shut down')
+
+    def begin_connect(self, conn: SlaveConnectionProxy) -> None:
+        """A connection starts its ``/connect`` (under ``lock``): refused when its name is taken by another."""
+        other = self._connections.get(conn.name)
+        if other is not None and other is not conn:
+            raise ValueError(f'master already has a connected slave named {conn.name!r}; disconnect it first')
+        self._pending_connects += 1
+
+    def end_connect(self) -> None:
+        """A ``/connect`` ended, kept or not (under ``lock``): wakes the callbacks waiting for its token."""
+        self._pending_connects -= 1
+        self._pending_cond.notify_all()
+
+    def add_connection(self, conn: SlaveConnectionProxy, slave_token: str) -> None:
+        """Register a connected slave under its name and token (under ``lock``)."""
+        self._connections[conn.name] = conn
+        self._by_slave_token[slave_token] = conn
+
+    def remove_connection(self, conn: SlaveConnectionProxy, slave_token: str | None) -> None:
+        """Forget a dropped connection (under ``lock``); entries since taken by another connection stay."""
+        if self._connections.get(conn.name) is conn:
+            del self._connections[conn.name]
+        if slave_token is not None and self._by_slave_token.get(slave_token) is conn:
+            del self._by_slave_token[slave_token]
 
     # --- service plumbing -------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
@@ -185,7 +230,7 @@ class Master(HttpService):
         with self._lock:
             connections = list(self._connections.values())
         for conn in connections:
-            conn._close(f'master is shutting down; connection {conn.name!r} was closed')
+            conn.close(f'master is shutting down; connection {conn.name!r} was closed')
 
     def _worker_threads(self) -> list[threading.Thread]:
         return [self._checker_thread] if self._checker_thread is not None else []
@@ -196,27 +241,26 @@ class Master(HttpService):
             now = time.monotonic()
             with self._lock:
                 connections = list(self._connections.values())
-                lost = [
-                    (c, now - c._last_heartbeat)
-                    for c in connections
-                    if now - c._last_heartbeat > self._heartbeat_tolerance
-                ]
-                expired = [
-                    t for c in connections for t in c._tasks.values() if t._deadline is not None and now >= t._deadline
-                ]
-            for conn, age in lost:
-                logger.warning('slave %r at %s:%s lost: no heartbeat for %.1fs', conn.name, conn.host, conn.port, age)
-                conn._drop(
-                    f'slave {conn.name!r} at {conn.host}:{conn.port} sent no heartbeat for {age:.1f}s (tolerance {self._heartbeat_tolerance}s), connection dropped'
-                )
-            for task in expired:
-                if task.connection._pop_task(task.id) is task:
-                    task._finish(
-                        TaskStatus.TASK_FAILED,
-                        {
-                            'message': f'task {task.id} timed out: no answer from slave {task.connection.name!r} within {task.timeout}s'
-                        },
+            for conn in connections:
+                age = conn.heartbeat_age(now)
+                if age > self._heartbeat_tolerance:
+                    logger.warning(
+                        'slave %r at %s:%s lost: no heartbeat for %.1fs', conn.name, conn.host, conn.port, age
                     )
+                    conn.drop(
+                        f'slave {conn.name!r} at {conn.host}:{conn.port} sent no heartbeat for {age:.1f}s '
+                        f'(tolerance {self._heartbeat_tolerance}s), connection dropped'
+                    )
+                    continue
+                for task in conn.expired_tasks(now):
+                    if conn.pop_task(task.id) is task:
+                        task.finish(
+                            TaskStatus.TASK_FAILED,
+                            {
+                                'message': f'task {task.id} timed out: no answer from slave {conn.name!r} '
+                                f'within {task.timeout}s'
+                            },
+                        )
 
     # --- endpoints --------------------------------------------------------------------------------------
     def _check_slave(self) -> SlaveConnectionProxy:
@@ -250,8 +294,7 @@ class Master(HttpService):
 
     def _api_heartbeat(self) -> dict[str, Any]:
         conn = self._check_slave()
-        with self._lock:
-            conn._last_heartbeat = time.monotonic()
+        conn.record_heartbeat()
         return success_response(message='Heartbeat received.')
 
     def _read_task_report(self) -> Any:
@@ -260,7 +303,7 @@ class Master(HttpService):
         task_info = get_object_field(body, 'task', MasterErrorCode.TASK_DATA_INVALID)
         task_id = get_string_field(task_info, 'id', MasterErrorCode.TASK_DATA_INVALID)
         result = get_object_field(body, 'result', MasterErrorCode.TASK_DATA_INVALID, required=False)
-        task = conn._pop_task(task_id)
+        task = conn.pop_task(task_id)
         if task is None:
             raise ResponsibleException(
                 MasterErrorCode.TASK_NOT_EXIST,
@@ -270,11 +313,11 @@ class Master(HttpService):
 
     def _api_task_complete(self) -> dict[str, Any]:
         task, result = self._read_task_report()
-        task._finish(TaskStatus.TASK_COMPLETED, result)
+        task.finish(TaskStatus.TASK_COMPLETED, result)
         return success_response(message='Task completion received.')
 
     def _api_task_fail(self) -> dict[str, Any]:
         task, result = self._read_task_report()
         result.setdefault('message', 'task failed on the slave')
-        task._finish(TaskStatus.TASK_FAILED, result)
+        task.finish(TaskStatus.TASK_FAILED, result)
         return success_response(message='Task failure received.')

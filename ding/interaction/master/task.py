@@ -64,7 +64,7 @@ class Task:
         self._error: BaseException | None = None
         self._on_complete: list[TaskCallback] = []
         self._on_fail: list[TaskCallback] = []
-        self._deadline: float | None = None  # time.monotonic() deadline, read by the master's checker
+        self._deadline: float | None = None  # time.monotonic() deadline (``deadline``)
 
     # --- properties -------------------------------------------------------------------------------------
     @property
@@ -100,6 +100,11 @@ class Task:
     def connection(self) -> 'SlaveConnectionProxy':
         return self._connection
 
+    @property
+    def deadline(self) -> float | None:
+        """``time.monotonic()`` time after which the master fails the task (None: no timeout, or not started)."""
+        return self._deadline
+
     def is_done(self) -> bool:
         return self._status in _FINISHED
 
@@ -118,17 +123,17 @@ class Task:
             if self._timeout is not None:
                 self._deadline = time.monotonic() + self._timeout
         try:
-            self._connection._send_task(self)
+            self._connection.send_task(self)
         except TypeError:
             with self._lock:
                 self._status, self._deadline = TaskStatus.IDLE, None
             raise
         except (requests.RequestException, RuntimeError) as err:
             message = err.message if isinstance(err, ResponseException) else str(err)
-            result = {'message': f'task could not be started on {self._connection.name!r}: {message}'}
+            result: dict[str, Any] = {'message': f'task could not be started on {self._connection.name!r}: {message}'}
             if isinstance(err, ResponseException) and err.code is not None:
                 result['code'] = err.code
-            self._finish(TaskStatus.TASK_FAILED, result, error=err, threaded=False)
+            self.finish(TaskStatus.TASK_FAILED, result, error=err, threaded=False)
             return self
         with self._lock:
             if self._status == TaskStatus.STARTING:
@@ -163,10 +168,12 @@ class Task:
             self._run_callbacks([callback], set_done=False)
         return self
 
-    def _finish(
+    # --- used by the connection and the master of this package --------------------------------------------
+    def finish(
         self, status: TaskStatus, result: dict[str, Any], error: BaseException | None = None, threaded: bool = True
     ) -> bool:
-        """End the task once; returns False when it had already ended. Callbacks run on their own thread."""
+        """End the task once; returns False when it had already ended. Callbacks run on their own thread.
+        Called by the connection and the master when the slave answers, the link drops or the task times out."""
         with self._lock:
             if self._status in _FINISHED:
                 return False
@@ -183,11 +190,13 @@ class Task:
             self._run_callbacks(callbacks)
         return True
 
+    # --- internals --------------------------------------------------------------------------------------
     def _run_callbacks(self, callbacks: list[TaskCallback], set_done: bool = True) -> None:
+        result = self._result if self._result is not None else {}  # set by finish() before any callback runs
         try:
             for callback in callbacks:
                 try:
-                    callback(self._data, self._result)
+                    callback(self._data, result)
                 except Exception:
                     logger.exception('callback %r of task %s raised', callback, self._id)
         finally:

@@ -30,7 +30,7 @@ class CallbackSlave(Slave):
         """The task's name and the callback that handles it."""
         name = task.get('name')
         callback = self.TASKS.get(name) if isinstance(name, str) else None
-        if callback is None:
+        if not isinstance(name, str) or callback is None:
             raise TaskFail(
                 {'name': name}, f'{self.ROLE} slave: unknown task name {name!r}; known tasks are {sorted(self.TASKS)}'
             )

@@ -30,7 +30,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
-from ..base.server import HttpService, Route
+from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
     DEFAULT_HEARTBEAT_SPAN,
@@ -56,7 +56,7 @@ class _MasterLink:
         self.client = client
 
 
-class Slave(HttpService):
+class Slave(PeerService):
     """
     Interaction slave (e.g. a learner or collector process).
 
@@ -268,12 +268,12 @@ class Slave(HttpService):
     def _run_task(self, task_id: str, data: dict[str, Any], link: _MasterLink) -> None:
         kind, result = 'complete', {}
         try:
-            result = self._process_task(data)
-            if result is None:
-                result = {}
-            if not isinstance(result, Mapping):
-                raise TypeError(f'_process_task must return a dict, got {type(result).__name__}')
-            result = dict(result)
+            answer = self._process_task(data)
+            if answer is None:
+                answer = {}
+            if not isinstance(answer, Mapping):
+                raise TypeError(f'_process_task must return a dict, got {type(answer).__name__}')
+            result = dict(answer)
         except TaskFail as fail:
             kind, result = 'fail', fail.result
             result.setdefault('message', fail.message)

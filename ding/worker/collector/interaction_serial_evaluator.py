@@ -142,10 +142,10 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         if not n_episode or n_episode <= 0:
             raise ValueError(f'InteractionSerialEvaluator.eval: n_episode must be positive, got {n_episode}')
         env, policy = self._env, self._policy
+        if force_render or self._should_render(envstep, train_iter):
+            self._enable_render(train_iter)  # before the reset: the videos start with the episodes
         env.reset()
         policy.reset()
-        if force_render or self._should_render(envstep, train_iter):
-            self._enable_render(train_iter)
         env_num = env.env_num
         remaining = {i: n_episode // env_num + (1 if i < n_episode % env_num else 0) for i in range(env_num)}
         returns: dict[int, list[float]] = {i: [] for i in range(env_num)}
@@ -234,9 +234,7 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         path = os.path.join('.', self._exp_name, 'videos', f'iteration_{train_iter}')
         if hasattr(self._env, 'enable_save_replay'):
             self._env.enable_save_replay(path)
-            self._logger.info(
-                f'[{self._instance_name}] replays requested at {path} (envs the manager creates from now on save them)'
-            )
+            self._logger.info(f'[{self._instance_name}] episodes from now on are saved as videos in {path}')
         else:
             self._logger.warning(
                 f'[{self._instance_name}] rendering asked for, but {type(self._env).__name__} has no enable_save_replay'

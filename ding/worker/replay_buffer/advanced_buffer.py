@@ -76,27 +76,27 @@ class AdvancedReplayBuffer(_RingBuffer):
         instance_name: str = 'buffer',
     ) -> None:
         super().__init__(cfg, tb_logger, exp_name, instance_name)
-        cfg = self._cfg
-        if 'throughput_control' in cfg:  # accepted spelling; same keys as thruput_controller
-            cfg.thruput_controller.update(cfg.throughput_control)
-        self._thruput_period = float(cfg.monitor.periodic_thruput.get('seconds', 60) or 0)
-        self._sample_print_freq = int(cfg.monitor.sampled_data_attr.get('print_freq', 200) or 0)
-        self._priority = bool(cfg.priority)
-        self._alpha = float(cfg.alpha) if self._priority else 0.0
-        self._beta = float(cfg.beta)
+        merged = self._cfg  # the given config completed with the defaults
+        if 'throughput_control' in merged:  # accepted spelling; same keys as thruput_controller
+            merged.thruput_controller.update(merged.throughput_control)
+        self._thruput_period = float(merged.monitor.periodic_thruput.get('seconds', 60) or 0)
+        self._sample_print_freq = int(merged.monitor.sampled_data_attr.get('print_freq', 200) or 0)
+        self._priority = bool(merged.priority)
+        self._alpha = float(merged.alpha) if self._priority else 0.0
+        self._beta = float(merged.beta)
         if not 0 <= self._beta <= 1 or self._alpha < 0:
             raise ValueError(
-                f'AdvancedReplayBuffer: need alpha >= 0 and 0 <= beta <= 1, got alpha={cfg.alpha}, beta={cfg.beta}'
+                f'AdvancedReplayBuffer: need alpha >= 0 and 0 <= beta <= 1, got alpha={merged.alpha}, beta={merged.beta}'
             )
-        self._beta_step = (1.0 - self._beta) / cfg.anneal_step if cfg.anneal_step else 0.0
-        self._max_use = cfg.max_use
-        self._max_staleness = cfg.max_staleness
+        self._beta_step = (1.0 - self._beta) / merged.anneal_step if merged.anneal_step else 0.0
+        self._max_use = merged.max_use
+        self._max_staleness = merged.max_staleness
         if self._max_use <= 0 or self._max_staleness < 0:
             raise ValueError(
                 f'AdvancedReplayBuffer: need max_use > 0 and max_staleness >= 0, got '
-                f'max_use={cfg.max_use}, max_staleness={cfg.max_staleness}'
+                f'max_use={merged.max_use}, max_staleness={merged.max_staleness}'
             )
-        self._thruput = ThruputController(cfg.thruput_controller)
+        self._thruput = ThruputController(merged.thruput_controller)
         size = self._replay_buffer_size
         self._sum_tree = SumSegmentTree(size)
         self._min_tree = MinSegmentTree(size)
@@ -243,11 +243,13 @@ class AdvancedReplayBuffer(_RingBuffer):
         stale = cur_learner_iter - self._collect_iter[slots]
         stats = {
             'use_avg': float(self._use_count[slots].mean()),
-            'priority_avg': float(self._sum_tree[slots].mean()),
+            'priority_avg': float(np.mean(self._sum_tree[slots])),
             'staleness_avg': float(stale[np.isfinite(stale)].mean()) if np.isfinite(stale).any() else 0.0,
             'beta': self._beta,
             'valid_count': self._valid_count,
         }
+        if self._tb_logger is None:
+            return
         for k, v in stats.items():
             self._tb_logger.add_scalar(f'{self._instance_name}_iter/{k}', v, cur_learner_iter)
 
@@ -299,7 +301,7 @@ class AdvancedReplayBuffer(_RingBuffer):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain containers and tensors only, so ``torch.load(..., weights_only=True)`` can read it back."""
-        import torch  # here only: the parallel coordinator keeps its buffers without torch
+        import torch  # deferred: the parallel coordinator keeps its buffers without torch
 
         with self._lock:
             state = self._ring_state()

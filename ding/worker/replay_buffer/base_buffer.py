@@ -10,6 +10,7 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import BUFFER_REGISTRY, import_module
 
 from .utils import deep_merge_dicts
@@ -24,6 +25,9 @@ class IBuffer(ABC):
     """
 
     config: dict[str, Any] = {}
+    # set by each implementation's constructor / load_state_dict
+    _replay_buffer_size: int
+    _push_count: int
 
     @classmethod
     def default_config(cls) -> EasyDict:
@@ -81,8 +85,6 @@ class IBuffer(ABC):
         """Empty the buffer and release its text logger."""
         self.clear()
         if self._logger is not None:
-            from ding.utils.log_helper import close_logger
-
             close_logger(self._logger)
             self._logger = None
         if self._tb_logger is not None:
@@ -104,8 +106,6 @@ class IBuffer(ABC):
     def logger(self):
         """Text logger, built on first use so a buffer that never reports writes no files."""
         if self._logger is None:
-            from ding.utils.log_helper import build_logger
-
             path = os.path.join('.', self._exp_name, 'log', self._instance_name)
             self._logger, _ = build_logger(path, self._instance_name, need_tb=False)
         return self._logger
