@@ -29,9 +29,6 @@ PRIVATE_MODULE_STATE = ('_parameters', '_modules', '_buffers')
 # Settings torch documents as attributes to assign (``torch.backends.cudnn.deterministic = True``).
 DOCUMENTED_TORCH_SETTINGS = ('torch.backends.',)
 
-after_the_merge = pytest.mark.xfail(reason='lead enables after the merge', strict=False)
-
-
 @dataclass(frozen=True)
 class Module:
     path: Path
@@ -121,9 +118,6 @@ def _private_torch(module: Module) -> Iterator[str]:
                 yield f'{module.where(node)}: {name}'
 
 
-@pytest.mark.xfail(
-    reason='lead enables after the merge (ding/worker/learner/nan_guard.py calls torch._amp_foreach_...)', strict=False
-)
 def test_no_private_torch_attributes():
     violations = sorted(set(_violations(_private_torch)))
     assert not violations, _report(violations, "torch's private names (only torch._foreach_* is allowed)")
@@ -245,7 +239,6 @@ def _is_import_call(node: ast.Call, module: Module) -> bool:
     return _dotted(node.func, module.imports) == 'importlib.import_module'
 
 
-@after_the_merge
 def test_ding_never_imports_dizoo():
     violations = _violations(_dizoo_imports)
     assert not violations, _report(violations, 'ding imports dizoo (dizoo registers itself with ding, not the reverse)')
@@ -296,7 +289,6 @@ def _undeclared_deferred_imports(module: Module) -> Iterator[str]:
             yield f'{module.where(node)}: {what} (hoist it, or end the line with "# deferred: <why>")'
 
 
-@after_the_merge
 def test_function_level_imports_of_ding_say_why_they_are_deferred():
     violations = _violations(_undeclared_deferred_imports)
     assert not violations, _report(violations, 'imports of ding modules inside functions')
@@ -311,7 +303,6 @@ def _long_modules(module: Module) -> Iterator[str]:
         yield f'{module.name}:1: {lines} lines (split it: one job per module)'
 
 
-@after_the_merge
 def test_no_module_over_the_line_limit():
     violations = _violations(_long_modules)
     assert not violations, _report(violations, f'modules over {MAX_MODULE_LINES} lines')

@@ -34,6 +34,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding.utils import set_pkg_seed
+from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
 
 from .startup import limit_openmp_threads
 
@@ -81,8 +82,9 @@ def _index_of(name: str) -> int:
     return int(digits) if digits else 0
 
 
-def _port_in_use(exc: BaseException) -> bool:
+def _port_in_use(error: BaseException) -> bool:
     seen = set()
+    exc: BaseException | None = error
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
@@ -125,8 +127,6 @@ def create_comm(role: str, wcfg: EasyDict) -> Any:
         create = None
     if create is not None:
         return create(wcfg)
-    from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
-
     registry = COMM_LEARNER_REGISTRY if role == 'learner' else COMM_COLLECTOR_REGISTRY
     import_module(wcfg.get('import_names', []) or [])
     return registry.build(wcfg.type, wcfg)
@@ -226,7 +226,7 @@ def run_warm(assignments: Any = None) -> int:
         try:
             task = json.loads(line)
             if isinstance(task, dict) and 'prepare' in task:  # compile the run's config first (parallel_prepare)
-                from .parallel_prepare import answer_request
+                from .parallel_prepare import answer_request  # deferred: only the worker that compiles the config
 
                 request, answer = task['prepare']
                 answer_request(request, answer)

@@ -59,7 +59,12 @@ def newest_valid_checkpoint(directory: str, not_before: float | None = None) -> 
     """The newest checkpoint of ``directory`` that verifies; with ``not_before`` (a ``time.time()``
     value) only checkpoints written at or after that time count (a restarted worker must not pick up
     a previous run's files)."""
-    from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, read_manifest, verify_checkpoint
+    from ding.utils.checkpoint import (  # deferred: checkpoints import torch; the coordinator uses this module torch-free
+        CheckpointError,
+        latest_valid_checkpoint,
+        read_manifest,
+        verify_checkpoint,
+    )
 
     if not_before is None:
         return latest_valid_checkpoint(directory)
@@ -95,7 +100,12 @@ def check_checkpoint(path: str) -> str:
 
     Raises ResumeError naming the file when it is missing, incomplete, corrupt or refused.
     """
-    from ding.utils.checkpoint import TORCH_SUFFIXES, CheckpointError, load_checkpoint, verify_checkpoint
+    from ding.utils.checkpoint import (  # deferred: checkpoints import torch; the coordinator uses this module torch-free
+        TORCH_SUFFIXES,
+        CheckpointError,
+        load_checkpoint,
+        verify_checkpoint,
+    )
 
     path = os.fspath(path)
     if path.endswith(TORCH_SUFFIXES):
@@ -193,7 +203,10 @@ def register_checkpoint_extras(
 
 # ---- putting a checkpoint's state back ------------------------------------------------------------
 def _load(path: str) -> dict[str, Any]:
-    from ding.utils.checkpoint import CheckpointError, load_checkpoint
+    from ding.utils.checkpoint import (  # deferred: checkpoints import torch; the coordinator uses this module torch-free
+        CheckpointError,
+        load_checkpoint,
+    )
 
     try:
         return dict(load_checkpoint(path, map_location='cpu'))
@@ -204,7 +217,9 @@ def _load(path: str) -> dict[str, Any]:
 def restore_learner_state(learner: Any, state: dict[str, Any], restore_rng: bool = True) -> dict[str, Any]:
     """Load a checkpoint's state dict into ``learner`` (policy incl. optimizer, iteration, env steps,
     RNG streams); return the pipeline's extra state it held (``{}`` if none)."""
-    from ding.utils.checkpoint import set_rng_state
+    from ding.utils.checkpoint import (
+        set_rng_state,  # deferred: checkpoints import torch; the coordinator uses this module torch-free
+    )
 
     state = dict(state)
     last_iter = state.pop('last_iter', None)
@@ -250,7 +265,9 @@ def restore_serial_state(
     checkpoint holds one, the replay buffer. Returns a summary dict."""
     if path is None:
         raise ValueError('restore_serial_state: no checkpoint path given')
-    from ding.utils.checkpoint import set_rng_state
+    from ding.utils.checkpoint import (
+        set_rng_state,  # deferred: checkpoints import torch; the coordinator uses this module torch-free
+    )
 
     state = _load(path)
     rng_state = state.get('rng_state')

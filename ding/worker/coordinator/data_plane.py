@@ -47,7 +47,7 @@ class DataPlane:
         self.paused = False  # run control: no data to the learner, none from collectors
         self._stopped = threading.Event()
         self._gc_thread: threading.Thread | None = None
-        self._buffers: dict[str, Any] = {}
+        self._replay_buffers: dict[str, Any] = {}
         self._closed_buffers: set[str] = set()
         self._buffer_lock = threading.Lock()
         self._data_arrived = threading.Condition()
@@ -70,23 +70,23 @@ class DataPlane:
     def ensure_buffer(self, task: dict) -> None:
         """The buffer of learner task ``task``, created on its first assignment and kept across retries."""
         with self._buffer_lock:
-            if task['buffer_id'] not in self._buffers:
-                self._buffers[task['buffer_id']] = self.create_buffer(task)
+            if task['buffer_id'] not in self._replay_buffers:
+                self._replay_buffers[task['buffer_id']] = self.create_buffer(task)
 
     def buffer(self, buffer_id: str) -> Any | None:
         with self._buffer_lock:
-            return self._buffers.get(buffer_id)
+            return self._replay_buffers.get(buffer_id)
 
     def buffer_status(self, buffer_id: str) -> tuple[bool, bool]:
         """Whether the buffer exists now, and whether it was closed (its learner task is over)."""
         with self._buffer_lock:
-            return buffer_id in self._buffers, buffer_id in self._closed_buffers
+            return buffer_id in self._replay_buffers, buffer_id in self._closed_buffers
 
     def close_buffer(self, buffer_id: str | None) -> None:
         if buffer_id is None:
             return
         with self._buffer_lock:
-            buffer = self._buffers.pop(buffer_id, None)
+            buffer = self._replay_buffers.pop(buffer_id, None)
             self._closed_buffers.add(buffer_id)
         if buffer is not None:
             removed = int(getattr(buffer, 'staleness_remove_count', 0) or 0)
@@ -112,7 +112,7 @@ class DataPlane:
         if self._gc_thread is not None:
             self._gc_thread.join(timeout=5)
         with self._buffer_lock:
-            buffer_ids = list(self._buffers)
+            buffer_ids = list(self._replay_buffers)
         for buffer_id in buffer_ids:
             self.close_buffer(buffer_id)
         if not keep_data:
@@ -121,7 +121,7 @@ class DataPlane:
     def stale_removed(self) -> int:
         """Samples the buffers dropped as too old, closed buffers included."""
         with self._buffer_lock:
-            buffers = list(self._buffers.values())
+            buffers = list(self._replay_buffers.values())
         with self._stats_lock:
             closed = self.buffer_stale_removed
         return closed + sum(int(getattr(b, 'staleness_remove_count', 0) or 0) for b in buffers)
@@ -224,7 +224,7 @@ class DataPlane:
     def collect_data_garbage(self, min_age: float) -> int:
         """Delete sample files no replay buffer refers to and older than ``min_age`` s; return how many."""
         with self._buffer_lock:
-            buffers = list(self._buffers.values())
+            buffers = list(self._replay_buffers.values())
         referenced = set()
         for buffer in buffers:
             # stored_data(): the built-in buffers list their samples without building a state dict (whose

@@ -36,8 +36,15 @@ class SendPolicyHook(LearnerHook):
     as ``policy_iter``.
     """
 
-    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, ext_args=ext_args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         if self.position not in ('before_run', 'after_iter'):
             raise ValueError(
                 f"learner hook '{self.name}': SendPolicyHook runs at before_run or after_iter, not {self.position!r}"
@@ -80,8 +87,15 @@ class SendLearnInfoHook(LearnerHook):
     ``engine.cfg.train_iterations``-th.
     """
 
-    def __init__(self, *args: Any, ext_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, ext_args=ext_args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        priority: float,
+        position: str | None = None,
+        ext_args: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, priority, position=position, ext_args=ext_args, **kwargs)
         self._gate: LearnInfoGate | None = self._ext_args.get('gate')
         if self._gate is not None and not isinstance(self._gate, LearnInfoGate):
             raise TypeError(f"learner hook '{self.name}': ext_args.gate must be a LearnInfoGate, got {self._gate!r}")
