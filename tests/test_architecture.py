@@ -29,6 +29,7 @@ PRIVATE_MODULE_STATE = ('_parameters', '_modules', '_buffers')
 # Settings torch documents as attributes to assign (``torch.backends.cudnn.deterministic = True``).
 DOCUMENTED_TORCH_SETTINGS = ('torch.backends.',)
 
+
 @dataclass(frozen=True)
 class Module:
     path: Path
