@@ -24,7 +24,24 @@ setup(
     extras_require={
         # saving replays (enable_save_replay): moviepy writes the videos, pygame renders the classic-control envs
         'video': ['moviepy>=1.0.3', 'pygame>=2.1'],
-        'test': ['pytest>=8.0', 'pytest-timeout>=2.3', 'ruff>=0.15', 'mypy>=1.10', 'import-linter>=2.0'],
+        # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
+        # libraries so the replay tests run instead of skipping
+        'test': [
+            'pytest>=8.0',
+            'pytest-timeout>=2.3',
+            'ruff>=0.15',
+            'mypy>=1.10',
+            'import-linter>=2.0',
+            'moviepy>=1.0.3',
+            'pygame>=2.1',
+        ],
     },
-    entry_points={'console_scripts': ['ding=ding.entry.cli:run']},
+    entry_points={
+        'console_scripts': ['ding=ding.entry.cli:run'],
+        # Components `ding -q` lists (ding.utils.builtin): dizoo's environments register on import.
+        'ding.components': [
+            'cartpole = dizoo.classic_control.cartpole.envs.cartpole_env',
+            'pendulum = dizoo.classic_control.pendulum.envs.pendulum_env',
+        ],
+    },
 )

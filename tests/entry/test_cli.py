@@ -55,6 +55,13 @@ def test_query_registry_lists_builtin_components(tmp_path):
         assert name in result.stdout
 
 
+def test_query_registry_lists_environments_of_installed_packages(tmp_path):
+    # dizoo declares its environments in the 'ding.components' entry-point group; ding itself never names dizoo
+    result = run_ding(['-q', 'env'], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert 'cartpole' in result.stdout and 'pendulum' in result.stdout
+
+
 def test_version(tmp_path):
     result = run_ding(['-v'], tmp_path)
     assert result.returncode == 0

@@ -4,7 +4,7 @@ run is live (before ``close``), and text logs on disk."""
 import time
 
 from ding.utils.log_helper import TB_FLUSH_SECS, build_logger, build_summary_writer, close_logger, summary_writer_cls
-from tests.learner.learner_policies import read_tb_events
+from tests.helpers.learner_policies import read_tb_events
 
 
 def _wait_for_tag(logdir: str, tag: str, timeout: float) -> list:
