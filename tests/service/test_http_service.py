@@ -20,7 +20,7 @@ def service():
     control = RunControl(stuck_seconds=60)
     lr = {'value': 0.01}
     control.register_tunable('learning_rate', lambda: lr['value'], lambda v: lr.__setitem__('value', v))
-    metrics = ServiceMetrics(run_id='run-1', exp_name='exp', config_hash='abc').activate()
+    metrics = ServiceMetrics(run_id='run-1', exp_name='exp', config_hash='abc')
     control.add_listener(metrics.control_event)
     metrics.track_hyperparameters(control.getters())
 
@@ -45,7 +45,6 @@ def service():
         control.request_terminate()
         loop.stop()
         server.close()
-        metrics.deactivate()
 
 
 def test_control_endpoints_need_the_token(service):
