@@ -13,7 +13,6 @@ from ding.utils.builtin import import_builtin_components
 from ding.utils.registry import REGISTRIES
 
 from .ctl import main as ctl_main
-from .parallel_entry import parallel_pipeline
 from .startup import limit_openmp_threads
 
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel')
@@ -118,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
-    # The pipelines import torch: they are imported here, after the OpenMP pool is sized and only for a run, so
-    # that `ding ctl`, `ding -q` and `ding --help` start without torch.
+    # The pipelines import torch (the parallel one Flask and the coordinator): each is imported here, after the
+    # OpenMP pool is sized and only for its own mode, so that `ding ctl`, `ding -q` and `ding --help` start
+    # without them and a serial run never loads the parallel side.
     if args.mode != 'parallel':  # parallel mode: the workers size their own pools
         limit_openmp_threads()
     if args.mode == 'serial':
@@ -139,6 +139,8 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
 
         eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
     elif args.mode == 'parallel':
+        from .parallel_entry import parallel_pipeline  # deferred: Flask and the coordinator, parallel mode only
+
         parallel_pipeline(
             args.config,
             seed,

@@ -102,3 +102,12 @@ def test_eval_mode_loads_a_checkpoint(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'mean return' in result.stderr
+
+
+def test_the_cli_module_loads_no_pipeline():
+    # Each pipeline is imported for its own mode only: `ding ctl`, `ding -q` and `ding --help` stay light, and a
+    # serial run never loads Flask and the coordinator.
+    probe = "import sys, ding.entry.cli; print(sorted(m for m in ('torch', 'flask', 'requests') if m in sys.modules))"
+    out = subprocess.run([sys.executable, '-c', probe], env=child_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == '[]'
