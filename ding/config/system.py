@@ -27,14 +27,15 @@ def system_defaults(
 
     ``coordinator_defaults``: the coordinator class's config; ``comm_defaults``: the comm learner's and the comm
     collector's config by kind (``'learner'``, ``'collector'``); ``worker_names``: the entries the run has
-    (``learner0``, ...), by kind.
+    (``learner0``, ...), by kind. The entries of a comm worker without defaults are free-form.
     """
     tree = copy.deepcopy(SYSTEM_KEYS)
     coordinator = {k: v for k, v in coordinator_defaults.items() if k != 'cfg_type'}
     tree['coordinator'] = {**copy.deepcopy(COORDINATOR_ADDRESS_KEYS), **copy.deepcopy(coordinator)}
     for kind in WORKER_KINDS:
         entry = {k: v for k, v in (comm_defaults.get(kind) or {}).items() if k != 'cfg_type'}
-        entry = {**copy.deepcopy(WORKER_ENTRY_KEYS), **copy.deepcopy(entry)}
+        # A comm worker that declares no defaults says nothing about its keys: its entries stay free-form.
+        entry = {**copy.deepcopy(WORKER_ENTRY_KEYS), **copy.deepcopy(entry)} if entry else {}
         tree[kind] = {name: copy.deepcopy(entry) for name in worker_names.get(kind, ())}
     return tree
 
