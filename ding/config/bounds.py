@@ -37,6 +37,9 @@ BOUNDS = {
     'collector_num': ('int', '[1, inf)'),
     'send_policy_freq': ('int', '[1, inf)'),
     'update_policy_second': ('number', '[0, inf)'),
+    'comm_batches': ('int', '[1, inf)'),
+    'max_staleness': ('number', '[0, inf]'),
+    'max_use': ('number', '(0, inf]'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
@@ -60,6 +63,8 @@ PIPELINE_KEYS = {
     'policy.other': ('replay_buffer', 'commander'),
     # ding.worker.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
     'policy.other.replay_buffer': ('save_with_checkpoint',),
+    # the comm learner reads these from the learner config of its start task (parallel mode)
+    'policy.learn.learner': ('comm_batches', 'max_staleness'),
 }
 
 # Top-level keys of a main config besides the component sections (env, policy, reward_model, ...): what the

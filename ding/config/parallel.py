@@ -41,7 +41,7 @@ from ding.utils.registry import (
 from .errors import ConfigError
 from .merge import deep_merge_dicts
 from .system import check_system_config
-from .validate import unknown_keys_allowed, validate_config
+from .validate import coerce_integers, unknown_keys_allowed, validate_config
 
 LOCAL_HOST = '127.0.0.1'
 PLATFORMS = ('local',)
@@ -285,6 +285,7 @@ def compile_config_parallel(
         raise ConfigError(f'parallel config: {exc}') from None
     user_commander = ((user_cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
     main = deep_merge_dicts(defaults, user_cfg)
+    coerce_integers(main, defaults)  # e.g. comm_batches=2.0: the workers check for an int
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')
     commander = main.policy.other.commander

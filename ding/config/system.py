@@ -9,11 +9,11 @@ given). ``check_system_config`` holds it to the same rules as the main config: e
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from .bounds import COORDINATOR_ADDRESS_KEYS, SYSTEM_BOUNDS, SYSTEM_KEYS, SYSTEM_TYPES, WORKER_ENTRY_KEYS
-from .validate import raise_problems, validate_section
+from .validate import coerce_integers, raise_problems, validate_section
 
 WORKER_KINDS = ('learner', 'collector')
 
@@ -41,14 +41,15 @@ def system_defaults(
 
 
 def check_system_config(
-    system: Mapping[str, Any],
+    system: MutableMapping[str, Any],
     coordinator_defaults: Mapping[str, Any],
     comm_defaults: Mapping[str, Mapping[str, Any]],
     worker_names: Mapping[str, Sequence[str]],
     allow_unknown_keys: bool = False,
 ) -> None:
     """Raise ``ConfigError`` listing every problem of the user's ``system`` section (see ``system_defaults``);
-    ``allow_unknown_keys`` accepts keys the defaults do not know."""
+    ``allow_unknown_keys`` accepts keys the defaults do not know. When it is fine, integral floats where an int
+    is expected (``comm_batches=2.0``) become ints in place, as the workers check for ints."""
     problems: list[str] = []
     defaults = system_defaults(coordinator_defaults, comm_defaults, worker_names)
     validate_section(system, defaults, 'system', SYSTEM_BOUNDS, problems, allow_unknown_keys)
@@ -61,3 +62,4 @@ def check_system_config(
             if isinstance(entry, Mapping) and entry.get('use_distributed'):
                 problems.append(f'system.{kind}.{name}.use_distributed: True is not supported by the comm {kind}')
     raise_problems(problems)
+    coerce_integers(system, defaults, 'system', SYSTEM_BOUNDS)

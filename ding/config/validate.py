@@ -285,7 +285,9 @@ def _show(value: Any) -> str:
     return f'{type(value).__name__} {text}'
 
 
-def coerce_integers(cfg: MutableMapping, defaults: Mapping, path: str = '') -> None:
+def coerce_integers(
+    cfg: MutableMapping, defaults: Mapping, path: str = '', bounds: Mapping[str, tuple[str, str]] = BOUNDS
+) -> None:
     """In place: integral floats (``1e5``) become ints where the default is an int or the bounds say 'int'.
 
     ``validate_config`` accepts ``replay_buffer_size=1e5``; components then get the int they expect.
@@ -296,9 +298,9 @@ def coerce_integers(cfg: MutableMapping, defaults: Mapping, path: str = '') -> N
             continue
         default = defaults.get(key) if isinstance(defaults, Mapping) else None
         if isinstance(value, MutableMapping):
-            coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path)
+            coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path, bounds)
         elif isinstance(value, float) and value.is_integer():
-            spec = _bound_for(key_path)
+            spec = _bound_for(key_path, bounds)
             wants_int = (isinstance(default, int) and not isinstance(default, bool)) or (
                 spec is not None and spec[0] == 'int'
             )

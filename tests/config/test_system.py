@@ -151,3 +151,18 @@ def test_cli_refuses_a_bad_system_section_before_any_worker_starts(tmp_path):
     # worker process (not even one started early to import torch) outlives the refusal
     assert sorted(os.listdir(tmp_path)) == ['bad.py']
     assert worker_pids(str(tmp_path)) == []
+
+
+def test_learner_config_keys_of_the_comm_learner_are_known_and_bounded(in_tmp):
+    main, create, system = read_config(CONFIG)
+    main.policy.learn.learner.update(comm_batches=8.0, max_staleness=100)
+    system.learner.learner0.comm_batches = 32.0
+    cfg = compile_config_parallel(main, create, system, save_cfg=False)
+    # integral floats become the ints the comm learner checks for
+    assert type(cfg.main.policy.learn.learner.comm_batches) is int and cfg.main.policy.learn.learner.comm_batches == 8
+    assert type(cfg.system.learner.learner0.comm_batches) is int and cfg.system.learner.learner0.comm_batches == 32
+    msg = refused(lambda main, system: main.policy.learn.learner.update(comm_batches=0, max_staleness=-1))
+    assert 'policy.learn.learner.comm_batches = int 0 is out of range: must be >= 1' in msg
+    assert 'policy.learn.learner.max_staleness = int -1 is out of range' in msg
+    msg = refused(lambda main, system: main.policy.other.replay_buffer.update(max_use=0))
+    assert 'policy.other.replay_buffer.max_use = int 0 is out of range' in msg
