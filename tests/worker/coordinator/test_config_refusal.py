@@ -1,5 +1,8 @@
 """A learner task refused for its config ends the run with that reason at once; other refusals are retried."""
 
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -9,6 +12,8 @@ from ding.config.errors import CONFIG_REFUSAL
 from ding.config.parallel import compile_config_parallel
 from ding.interaction import TaskFail
 from ding.worker.coordinator.coordinator import Coordinator
+from tests.helpers.processes import ROOT, child_env, worker_pids
+from tests.helpers.refusing_policy import REFUSAL
 from tests.helpers.toy_workers import ToyCollectorSlave, ToyLearnerSlave, toy_config
 
 
@@ -77,3 +82,36 @@ def test_other_refusals_are_retried(cluster):
     _run(coordinator, timeout=3.0)
     assert learner.refused > 1
     assert coordinator.config_refusal is None
+
+
+CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+
+
+@pytest.mark.slow
+def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
+    """Real workers through ``ding -m parallel``: the learner refuses its task for a config reason the config layer
+    cannot see (its policy checks more); the run ends at once with that reason instead of retrying for ever."""
+    config = tmp_path / 'refused.py'
+    config.write_text(
+        f'base = {CONFIG!r}\n'
+        "main_config = dict(exp_name='refused_run')\n"
+        "create_config = dict(policy=dict(type='refusing_dqn_command', import_names=['tests.helpers.refusing_policy']))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', str(config)],
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, stderr[-3000:]
+    last_lines = stderr.strip().splitlines()[-2:]
+    assert any('was refused for its config' in line and REFUSAL in line for line in last_lines), stderr[-3000:]
+    assert worker_pids(str(tmp_path)) == []
