@@ -3,6 +3,8 @@
 Edit these tables (and docs/config.md, which lists them) rather than the checking code.
 """
 
+from typing import Any
+
 # Key -> (kind, interval). A key matches a config path whose last components equal it, so
 # 'batch_size' matches policy.learn.batch_size and 'eps.start' matches policy.other.eps.start.
 # kind: 'int' (an integer; an integral float such as 1e5 is accepted) or 'number' (int or float).
@@ -30,6 +32,14 @@ BOUNDS = {
     'nan_guard.lr_cut_factor': ('number', '(0, 1]'),
     'nan_guard.max_consecutive_bad': ('int', '[1, inf)'),
     'nan_guard.max_rollbacks': ('int', '[0, inf)'),
+    # parallel mode: policy.learn.learner / policy.collect.collector
+    'learner_num': ('int', '[1, inf)'),
+    'collector_num': ('int', '[1, inf)'),
+    'send_policy_freq': ('int', '[1, inf)'),
+    'update_policy_second': ('number', '[0, inf)'),
+    'comm_batches': ('int', '[1, inf)'),
+    'max_staleness': ('number', '[0, inf]'),
+    'max_use': ('number', '(0, inf]'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
@@ -53,6 +63,73 @@ PIPELINE_KEYS = {
     'policy.other': ('replay_buffer', 'commander'),
     # ding.worker.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
     'policy.other.replay_buffer': ('save_with_checkpoint',),
+    # the comm learner reads these from the learner config of its start task (parallel mode)
+    'policy.learn.learner': ('comm_batches', 'max_staleness'),
+}
+
+# Top-level keys of a main config besides the component sections (env, policy, reward_model, ...): what the
+# pipelines read there. Any other top-level key is refused as a typo (e.g. ``srvice=dict(...)``).
+TOP_LEVEL_KEYS = ('exp_name', 'seed', 'env', 'policy', 'service', 'resume', 'reward_model', 'world_model')
+
+# The system section of a parallel config (``ding.config.system``): its own keys with their defaults (a None
+# default is checked by ``SYSTEM_TYPES``), and the keys a worker entry (``system.learner.learner0``) may hold
+# besides its comm worker's defaults.
+SYSTEM_KEYS: dict[str, Any] = dict(
+    coordinator=dict(),
+    path_data=None,
+    path_policy=None,
+    communication_mode='auto',
+    learner_gpu_num=0,
+    # a file holding the run secret (multi-host runs); None: one is generated per run
+    secret_file=None,
+    learner=dict(),
+    collector=dict(),
+    comm_learner=dict(),
+    comm_collector=dict(),
+)
+# Keys of system.coordinator filled by the parallel transform, accepted from the user too.
+COORDINATOR_ADDRESS_KEYS: dict[str, Any] = dict(host='127.0.0.1', port=None, learner=dict(), collector=dict())
+WORKER_ENTRY_KEYS: dict[str, Any] = dict(type='', import_names=[], host='127.0.0.1', port=None, torch_threads=1)
+# System keys whose default is None: the types they accept, as (types, description).
+SYSTEM_TYPES = {
+    'path_data': ((str,), 'a path string or None'),
+    'path_policy': ((str,), 'a path string or None'),
+    'secret_file': ((str,), 'a path string or None'),
+}
+
+# Bounds of the system section, matched like BOUNDS (last path components). Ports are checked where they are
+# resolved (ding.config.parallel).
+SYSTEM_BOUNDS = {
+    'coordinator.collector_task_timeout': ('number', '(0, inf]'),
+    'coordinator.learner_task_timeout': ('number', '(0, inf]'),
+    'coordinator.collector_request_timeout': ('number', '(0, inf)'),
+    'coordinator.learner_request_timeout': ('number', '(0, inf)'),
+    'coordinator.task_retries': ('int', '[0, inf)'),
+    'coordinator.retry_delay': ('number', '[0, inf)'),
+    'coordinator.max_samples_per_iter': ('number', '(0, inf)'),
+    'coordinator.pacing_warmup_samples': ('int', '[0, inf)'),
+    'coordinator.heartbeat_tolerance': ('number', '(0, inf)'),
+    'coordinator.heartbeat_check_span': ('number', '(0, inf)'),
+    'coordinator.request_retries': ('int', '[0, inf)'),
+    'coordinator.request_retry_waiting': ('number', '[0, inf)'),
+    'coordinator.reconnect_interval': ('number', '(0, inf)'),
+    'coordinator.log_every_iter': ('int', '[1, inf)'),
+    'coordinator.data_gc_interval': ('number', '(0, inf)'),
+    'coordinator.data_gc_min_age': ('number', '[0, inf)'),
+    'learner_gpu_num': ('int', '[0, inf)'),
+    # worker entries (system.learner.learnerI / system.collector.collectorI)
+    'comm_batches': ('int', '[1, inf)'),
+    'send_policy_freq': ('int', '[1, inf)'),
+    'send_policy_min_interval': ('number', '[0, inf)'),
+    'load_workers': ('int', '[1, inf)'),
+    'heartbeat_span': ('number', '(0, inf)'),
+    'request_retries': ('int', '[0, inf)'),
+    'request_retry_waiting': ('number', '[0, inf)'),
+    'request_timeout': ('number', '(0, inf)'),
+    'stop_timeout': ('number', '(0, inf)'),
+    'queue_size': ('int', '[1, inf)'),
+    'data_wait_second': ('number', '(0, inf)'),
+    'torch_threads': ('int', '[1, inf)'),
 }
 
 # Keys accepted in any section without appearing in its defaults.

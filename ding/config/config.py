@@ -19,11 +19,10 @@ from easydict import EasyDict
 
 from ding.utils.registry import REGISTRIES
 
-from .bounds import ALLOW_UNKNOWN_ENV
 from .errors import ConfigError
 from .loader import read_config
 from .merge import deep_merge_dicts, deep_update, get_path
-from .validate import coerce_integers, validate_config
+from .validate import coerce_integers, unknown_keys_allowed, validate_config
 from .writer import save_config, save_config_py
 
 _LOG = logging.getLogger('ding.config')
@@ -132,8 +131,7 @@ def compile_config(
     defaults = _build_defaults(
         create, env, env_manager, policy, learner, collector, evaluator, buffer, commander, reward_model, world_model
     )
-    allow_all = os.environ.get(ALLOW_UNKNOWN_ENV, '').strip().lower() in ('1', 'true', 'yes')
-    validate_config(user, defaults, allow_unknown_keys=allow_all)
+    validate_config(user, defaults, allow_unknown_keys=unknown_keys_allowed())
 
     merged = deep_merge_dicts(defaults, user)
     coerce_integers(merged, defaults)

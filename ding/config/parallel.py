@@ -25,6 +25,8 @@ from easydict import EasyDict
 
 from ding.utils.registry import (
     BUFFER_REGISTRY,
+    COMM_COLLECTOR_REGISTRY,
+    COMM_LEARNER_REGISTRY,
     COMMANDER_REGISTRY,
     COORDINATOR_REGISTRY,
     ENV_MANAGER_REGISTRY,
@@ -38,7 +40,8 @@ from ding.utils.registry import (
 
 from .errors import ConfigError
 from .merge import deep_merge_dicts
-from .validate import validate_config
+from .system import check_system_config
+from .validate import coerce_integers, unknown_keys_allowed, validate_config
 
 LOCAL_HOST = '127.0.0.1'
 PLATFORMS = ('local',)
@@ -61,6 +64,10 @@ BUILTIN_COMMANDER_MODULES = (
     'ding.worker.coordinator.naive_parallel_commander',
 )
 BUILTIN_COORDINATOR_MODULES = ('ding.worker.coordinator.coordinator',)
+BUILTIN_COMM_MODULES = {
+    'learner': ('ding.worker.learner.comm.flask_fs_learner',),
+    'collector': ('ding.worker.collector.comm.flask_fs_collector',),
+}
 
 
 # ---- free ports ---------------------------------------------------------------------------------
@@ -271,12 +278,14 @@ def compile_config_parallel(
     create = EasyDict(copy.deepcopy(dict(create_cfg)))
     system = EasyDict(copy.deepcopy(dict(system_cfg or {})))
     defaults = _component_defaults(create)
+    allow_all = unknown_keys_allowed()
     try:
-        validate_config(user_cfg, defaults)
+        validate_config(user_cfg, defaults, allow_unknown_keys=allow_all)
     except ConfigError as exc:
         raise ConfigError(f'parallel config: {exc}') from None
     user_commander = ((user_cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
     main = deep_merge_dicts(defaults, user_cfg)
+    coerce_integers(main, defaults)  # e.g. comm_batches=2.0: the workers check for an int
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')
     commander = main.policy.other.commander
@@ -290,14 +299,35 @@ def compile_config_parallel(
 
     for key in ('comm_learner', 'comm_collector'):
         system[key] = _type_section(create, key)
+    coordinator_cls = _cls_of(COORDINATOR_REGISTRY, EasyDict(type='coordinator'), BUILTIN_COORDINATOR_MODULES)
+    _check_system(system, main, coordinator_cls, allow_all)
     out = parallel_transform(EasyDict(main=main, system=system), coordinator_host, learner_host, collector_host)
     out.main.policy.other.commander.path_policy = out.system.path_policy  # DI-engine keeps it here too
-    coordinator_cls = _cls_of(COORDINATOR_REGISTRY, EasyDict(type='coordinator'), BUILTIN_COORDINATOR_MODULES)
     out.system.coordinator = deep_merge_dicts(coordinator_cls.default_config(), out.system.coordinator)
     out.seed = seed
     if save_cfg:
         save_parallel_config(out, create, os.path.join('.', main.exp_name, save_path))
     return out
+
+
+def _check_system(system: EasyDict, main: EasyDict, coordinator_cls: Any, allow_unknown_keys: bool) -> None:
+    """The user's system section against the coordinator's and the comm workers' defaults (before any port is
+    taken or file written): ``ConfigError`` naming every bad key."""
+    comm_defaults = {
+        'learner': _defaults_of(_cls_of(COMM_LEARNER_REGISTRY, system.comm_learner, BUILTIN_COMM_MODULES['learner'])),
+        'collector': _defaults_of(
+            _cls_of(COMM_COLLECTOR_REGISTRY, system.comm_collector, BUILTIN_COMM_MODULES['collector'])
+        ),
+    }
+    counts = {
+        'learner': main.policy.learn.learner.get('learner_num', 1),
+        'collector': main.policy.collect.collector.get('collector_num', 1),
+    }
+    names = {kind: [f'{kind}{i}' for i in range(int(num))] for kind, num in counts.items()}
+    try:
+        check_system_config(system, coordinator_cls.default_config(), comm_defaults, names, allow_unknown_keys)
+    except ConfigError as exc:
+        raise ConfigError(f'parallel config: system_config: {exc}') from None
 
 
 # ---- writing --------------------------------------------------------------------------------------

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ding.utils.registry import LEARNER_HOOK_REGISTRY
 
-from .bounds import ALWAYS_KNOWN, BOUNDS, BOUNDS_SKIP, NOT_EXCEEDING, PIPELINE_KEYS, STRICT_SECTIONS, TYPED_SECTIONS
+from .bounds import (
+    ALLOW_UNKNOWN_ENV,
+    ALWAYS_KNOWN,
+    BOUNDS,
+    BOUNDS_SKIP,
+    NOT_EXCEEDING,
+    PIPELINE_KEYS,
+    STRICT_SECTIONS,
+    TOP_LEVEL_KEYS,
+    TYPED_SECTIONS,
+)
 from .errors import ConfigError
 from .interval import Interval
 from .merge import deep_merge_dicts, get_path
@@ -30,20 +41,59 @@ def validate_config(cfg: Mapping, defaults: Mapping | None = None, allow_unknown
     defaults = defaults or {}
     allow = bool(allow_unknown_keys) or cfg.get('allow_unknown_keys') is True
     problems: list[str] = []
+    if not allow:
+        _check_top_level(cfg, defaults, problems)
     _check_keys_and_types(cfg, defaults, '', strict=False, typed=False, allow=allow, problems=problems)
     already_reported = {p.split(':', 1)[0] for p in problems}
     merged = deep_merge_dicts(defaults, cfg)
     _check_bounds(merged, '', problems, already_reported)
     _check_cross_fields(merged, problems)
-    if problems:
-        head = 'invalid config' if len(problems) == 1 else f'invalid config ({len(problems)} problems)'
-        text = head + ':\n  ' + '\n  '.join(problems)
-        if any(_UNKNOWN in p for p in problems):
-            text += (
-                '\n(If such keys are intended, e.g. in research code: set allow_unknown_keys=True in the '
-                'section or at the top level, or DING_ALLOW_UNKNOWN_KEYS=1 in the environment.)'
-            )
-        raise ConfigError(text)
+    raise_problems(problems)
+
+
+def validate_section(
+    user: Mapping,
+    defaults: Mapping,
+    path: str,
+    bounds: Mapping[str, tuple[str, str]],
+    problems: list[str],
+    allow_unknown_keys: bool = False,
+) -> None:
+    """Add to ``problems`` what is wrong with the section ``user`` at ``path`` (e.g. ``system``): every key must
+    be known to ``defaults`` (at any depth, except below an empty default dict), of the default's type, and
+    within ``bounds`` (matched like ``BOUNDS``). ``allow_unknown_keys`` (or that key set True in a section) lifts
+    the first rule."""
+    allow = allow_unknown_keys or user.get('allow_unknown_keys') is True
+    _check_keys_and_types(user, defaults, path, strict=True, typed=True, allow=allow, problems=problems)
+    already_reported = {p.split(':', 1)[0] for p in problems}
+    _check_bounds(deep_merge_dicts(defaults, user), path, problems, already_reported, bounds)
+
+
+def unknown_keys_allowed() -> bool:
+    """Whether ``DING_ALLOW_UNKNOWN_KEYS`` (1 / true / yes) accepts unknown keys everywhere."""
+    return os.environ.get(ALLOW_UNKNOWN_ENV, '').strip().lower() in ('1', 'true', 'yes')
+
+
+def raise_problems(problems: list[str]) -> None:
+    """Raise one ``ConfigError`` listing ``problems`` (with a hint when keys are unknown); nothing if empty."""
+    if not problems:
+        return
+    head = 'invalid config' if len(problems) == 1 else f'invalid config ({len(problems)} problems)'
+    text = head + ':\n  ' + '\n  '.join(problems)
+    if any(_UNKNOWN in p for p in problems):
+        text += (
+            '\n(If such keys are intended, e.g. in research code: set allow_unknown_keys=True in the '
+            'section or at the top level, or DING_ALLOW_UNKNOWN_KEYS=1 in the environment.)'
+        )
+    raise ConfigError(text)
+
+
+def _check_top_level(cfg: Mapping, defaults: Mapping, problems: list[str]) -> None:
+    """A top-level key neither a component section nor one the pipelines read is a typo (``srvice=...``)."""
+    known = list(defaults) + list(TOP_LEVEL_KEYS)
+    for key in cfg:
+        if key not in known and key not in ALWAYS_KNOWN:
+            problems.append(_unknown_key_message(str(key), str(key), known))
 
 
 _UNKNOWN = ': unknown key '
@@ -175,15 +225,17 @@ def _is_integral(value: Any) -> bool:
 
 
 # ---- bounds ------------------------------------------------------------------------------------------
-def _check_bounds(node: Mapping, path: str, problems: list[str], skip: set) -> None:
+def _check_bounds(
+    node: Mapping, path: str, problems: list[str], skip: set, bounds: Mapping[str, tuple[str, str]] = BOUNDS
+) -> None:
     for key, value in node.items():
         key_path = _join(path, str(key))
         if key_path in BOUNDS_SKIP or key_path in skip:
             continue
         if isinstance(value, Mapping):
-            _check_bounds(value, key_path, problems, skip)
+            _check_bounds(value, key_path, problems, skip, bounds)
             continue
-        spec = _bound_for(key_path)
+        spec = _bound_for(key_path, bounds)
         if spec is None or value is None:
             continue
         kind, interval = spec
@@ -198,9 +250,9 @@ def _check_bounds(node: Mapping, path: str, problems: list[str], skip: set) -> N
             problems.append(f'{key_path} = {_show(value)} is out of range: must be {bound.describe()}')
 
 
-def _bound_for(key_path: str) -> tuple[str, str] | None:
+def _bound_for(key_path: str, bounds: Mapping[str, tuple[str, str]] = BOUNDS) -> tuple[str, str] | None:
     parts = key_path.split('.')
-    for suffix, spec in BOUNDS.items():
+    for suffix, spec in bounds.items():
         want = suffix.split('.')
         if parts[-len(want) :] == want:
             return spec
@@ -233,7 +285,9 @@ def _show(value: Any) -> str:
     return f'{type(value).__name__} {text}'
 
 
-def coerce_integers(cfg: MutableMapping, defaults: Mapping, path: str = '') -> None:
+def coerce_integers(
+    cfg: MutableMapping, defaults: Mapping, path: str = '', bounds: Mapping[str, tuple[str, str]] = BOUNDS
+) -> None:
     """In place: integral floats (``1e5``) become ints where the default is an int or the bounds say 'int'.
 
     ``validate_config`` accepts ``replay_buffer_size=1e5``; components then get the int they expect.
@@ -244,9 +298,9 @@ def coerce_integers(cfg: MutableMapping, defaults: Mapping, path: str = '') -> N
             continue
         default = defaults.get(key) if isinstance(defaults, Mapping) else None
         if isinstance(value, MutableMapping):
-            coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path)
+            coerce_integers(value, default if isinstance(default, Mapping) else {}, key_path, bounds)
         elif isinstance(value, float) and value.is_integer():
-            spec = _bound_for(key_path)
+            spec = _bound_for(key_path, bounds)
             wants_int = (isinstance(default, int) and not isinstance(default, bool)) or (
                 spec is not None and spec[0] == 'int'
             )

@@ -117,7 +117,8 @@ def parallel_pipeline(
     tuple. ``exp_name`` overrides ``main_config.exp_name``. ``enable_total_log`` also echoes the coordinator's
     log to the console; ``disable_flask_log`` silences the per-request HTTP log of the workers.
     Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
-    every process and raise KeyboardInterrupt. Setting ``stop_event`` (from another thread) ends the run the
+    every process and raise KeyboardInterrupt. A task a worker refused for its config ends the run with a
+    ``ConfigError`` naming the reason. Setting ``stop_event`` (from another thread) ends the run the
     same orderly way and returns (reason 'stopped').
 
     ``resume`` ('auto', 'never' or a checkpoint path; default: the config's top-level ``resume``, else
@@ -206,6 +207,8 @@ def parallel_pipeline(
                 progress.close(
                     solved, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)), best, stop_value, reason
                 )
+    if coordinator is not None and coordinator.config_refusal:  # no retry can succeed: fail the run
+        raise ConfigError(f'the run ended: {coordinator.config_refusal}')
     return ParallelResult(
         exp,
         solved,

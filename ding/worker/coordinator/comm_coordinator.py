@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ding.config.errors import CONFIG_REFUSAL
 from ding.utils.jsonable import to_jsonable
 
 from .learn_task_payload import learn_task_payload
@@ -170,7 +171,10 @@ class CommCoordinator:
                 self._links.close_on_worker(worker, conn, close_name, task['task_id'], timeout=2.0)
             self._links.resource_manager.release(kind, worker.name)
             self._callback_fn['deal_with_worker_change']()
-        self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason)
+        if result.get(CONFIG_REFUSAL) is True:  # refused for its config: retrying elsewhere cannot help
+            self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason, config_error=True)
+        else:
+            self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason)
 
     # ---- learner tasks ---------------------------------------------------------------------------
     def send_learner_task(self, learner_task: dict[str, Any]) -> bool:

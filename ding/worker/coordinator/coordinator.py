@@ -185,6 +185,11 @@ class Coordinator:
         return self._shutdown_reason
 
     @property
+    def config_refusal(self) -> str | None:
+        """Why a worker refused a task for its config (the run then ended; it cannot succeed), else None."""
+        return self._scheduler.config_refusal
+
+    @property
     def commander(self) -> Any:
         return self._commander
 
@@ -308,9 +313,10 @@ class Coordinator:
             self._check_limits()
         self._scheduler.notify_change()
 
-    def deal_with_collector_fail_task(self, task: dict, reason: str) -> None:
-        """The collector running ``task`` died or failed it: give the task to another collector, or give up."""
-        self._scheduler.task_failed(task, reason, 'collector')
+    def deal_with_collector_fail_task(self, task: dict, reason: str, config_error: bool = False) -> None:
+        """The collector running ``task`` died or failed it: give the task to another collector, or give up;
+        ``config_error``: it refused the task for its config, which ends the run."""
+        self._scheduler.task_failed(task, reason, 'collector', config_error=config_error)
 
     # ---- learner callbacks -----------------------------------------------------------------------
     def deal_with_learner_get_data(
@@ -348,9 +354,10 @@ class Coordinator:
         self._data.close_buffer(buffer_id)
         self._scheduler.notify_change()
 
-    def deal_with_learner_fail_task(self, task: dict, reason: str) -> None:
-        """The learner running ``task`` died or failed it: give it to another learner (resuming), or give up."""
-        self._scheduler.task_failed(task, reason, 'learner')
+    def deal_with_learner_fail_task(self, task: dict, reason: str, config_error: bool = False) -> None:
+        """The learner running ``task`` died or failed it: give it to another learner (resuming), or give up;
+        ``config_error``: it refused the task for its config, which ends the run."""
+        self._scheduler.task_failed(task, reason, 'learner', config_error=config_error)
 
     # ---- run service -----------------------------------------------------------------------------
     def attach_service(self, runtime: Any) -> None:

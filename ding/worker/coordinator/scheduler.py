@@ -75,6 +75,8 @@ class TaskScheduler:
         self.stopped = True
         self._stats_lock = threading.Lock()
         self.failed_tasks: list[dict[str, Any]] = []
+        # why a worker refused a task for its config (the run then ended), else None
+        self.config_refusal: str | None = None
 
     # ---- threads -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -194,8 +196,12 @@ class TaskScheduler:
         self._retries.pop(task_id, None)
         self._historical_task.append(task_id)
 
-    def task_failed(self, task: dict, reason: str, kind: str) -> None:
-        """The worker running ``task`` died or failed it: give it to another worker (resuming), or give up."""
+    def task_failed(self, task: dict, reason: str, kind: str, config_error: bool = False) -> None:
+        """The worker running ``task`` died or failed it: give it to another worker (resuming), or give up.
+
+        ``config_error``: the worker refused the task because of the config; every worker would, so the run
+        ends with that reason (``config_refusal``) instead of retrying the task for ever.
+        """
         task_id = task['task_id']
         self._task_state.pop(task_id, None)
         record = {
@@ -204,10 +210,14 @@ class TaskScheduler:
             'worker': task.get(f'{kind}_id'),
             'reason': reason,
             'time': time.time(),
+            'config_error': config_error,
         }
         with self._stats_lock:
             self.failed_tasks.append(record)
         if self.stopped:
+            return
+        if config_error:
+            self._end_for_config(kind, task, reason)
             return
         tries = self._retries.get(task_id, 0) + 1
         self._retries[task_id] = tries
@@ -227,6 +237,16 @@ class TaskScheduler:
         timer = threading.Timer(self._retry_delay, self._requeue, args=(kind, task))
         timer.daemon = True
         timer.start()
+
+    def _end_for_config(self, kind: str, task: dict, reason: str) -> None:
+        with self._stats_lock:
+            first = self.config_refusal is None
+            if first:
+                self.config_refusal = f'{kind} task {task["task_id"]} was refused for its config: {reason}'
+        if first:
+            self._error(f'{self.config_refusal}; ending the run (a retry would be refused the same way)')
+            self._end_run(self.config_refusal or reason)
+        self.stop()
 
     def _requeue(self, kind: str, task: dict) -> None:
         if not self.stopped:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from easydict import EasyDict
 
+from ding.config.errors import CONFIG_REFUSAL, ConfigError
 from ding.interaction import TaskFail
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
@@ -270,7 +271,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             except Exception as exc:
                 self._logger.exception(f'learner_start_task {task_id}: cannot create the learner')
                 raise TaskFail(
-                    message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}'
+                    # a config the task cannot run with fails on every learner: the coordinator ends the run
+                    {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else None,
+                    message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
                 ) from exc
             self._run = self._live_exchange().run = run
             run.thread = threading.Thread(

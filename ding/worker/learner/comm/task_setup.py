@@ -8,14 +8,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ding.config.errors import ConfigError
 from ding.utils.file_transport import CheckpointError, load_policy
 
 from .learner_run import LearnerRun
 
 
 def check_positive_int(value: Any, what: str) -> int:
+    """``value`` if it is an int >= 1, else ``ConfigError`` (a ``ValueError``) naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'{what} must be a positive integer, got {value!r}')
+        raise ConfigError(f'{what} must be a positive integer, got {value!r}')
     return value
 
 
@@ -53,7 +55,7 @@ class TaskSettings:
         if max_staleness is None:
             max_staleness = math.inf
         if isinstance(max_staleness, bool) or not isinstance(max_staleness, (int, float)) or max_staleness < 0:
-            raise ValueError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
+            raise ConfigError(f"learner config 'max_staleness' must be a number >= 0, got {max_staleness!r}")
         # DI-engine keeps send_policy_freq in policy.learn.learner; the comm learner config's is the default.
         freq = learner_cfg.get('send_policy_freq', cfg.send_policy_freq)
         comm_batches = learner_cfg.get('comm_batches', cfg.comm_batches)
