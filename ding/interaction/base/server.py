@@ -1,6 +1,10 @@
 """
 Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
 thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
+
+Every server is bounded against slow or hostile clients: a body's size is checked from its Content-Length
+before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must progress within
+a read timeout, and at most ``max_connections`` are served at once (more are answered 503 and closed).
 """
 
 import hmac
@@ -8,17 +12,17 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from enum import IntEnum
 from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHandler
 
 from .. import config
-from .common import connectable_host, format_http_address, random_token
+from .common import check_positive, connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
 
 logger = logging.getLogger(__name__)
@@ -74,18 +78,94 @@ def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> Flask:
+class BoundedWSGIServer(ThreadedWSGIServer):
     """
-    A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
+    werkzeug's threaded server (one thread per connection) serving at most ``max_connections`` connections at
+    once: a connection beyond that is answered ``busy_answer`` (a complete HTTP response) and closed at once,
+    never queued. The read timeout is the handler class's ``timeout`` (applied to each connection's socket).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: Flask,
+        handler: type[WSGIRequestHandler],
+        fd: int,
+        max_connections: int,
+        busy_answer: bytes,
+    ) -> None:
+        super().__init__(host, port, app, handler=handler, fd=fd)
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._busy_answer = busy_answer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Runs on the accepting thread: it must never block, so a full server refuses instead of waiting.
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        try:
+            request.setblocking(False)
+            request.send(self._busy_answer)
+        except OSError:
+            pass  # the client went away or its buffer is full: closing is all that is left
+        self.shutdown_request(request)
+
+
+def _busy_answer(codes: 'ErrorCodes', max_connections: int) -> bytes:
+    envelope = failure_response(codes.UNKNOWN_ERROR, f'Too many connections (at most {max_connections}); retry later.')
+    body = json.dumps(envelope).encode()
+    head = (
+        'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n'
+        f'Content-Length: {len(body)}\r\nConnection: close\r\n\r\n'
+    )
+    return head.encode() + body
+
+
+def _check_body_framing(limit: int, codes: 'ErrorCodes') -> None:
+    """Refuse a body from its headers alone: chunked (411, its size is unknown until read) or longer than
+    ``limit`` (413). Nothing of the body has been read when this runs."""
+    if 'chunked' in request.headers.get('Transfer-Encoding', '').lower():
+        raise ResponsibleException(
+            codes.REQUEST_INVALID, 'Chunked request bodies are not accepted; send Content-Length.', status_code=411
+        )
+    length = request.content_length
+    if length is not None and length > limit:
+        raise ResponsibleException(
+            codes.REQUEST_INVALID,
+            f'Request body of {length} bytes exceeds the limit of {limit} bytes for {request.path}.',
+            status_code=413,
+        )
+
+
+def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data_routes: Collection[str] = ()) -> Flask:
+    """
+    A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method, too large,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
+    Bodies of ``data_routes`` may reach ``config.MAX_REQUEST_BYTES``, those of the others
+    ``config.MAX_CONTROL_REQUEST_BYTES``.
     """
     app = Flask(import_name)
     app.config['MAX_CONTENT_LENGTH'] = config.MAX_REQUEST_BYTES
 
-    def _wrap(view: Callable[[], dict[str, Any]]) -> Callable[[], Response]:
+    def _wrap(view: Callable[[], dict[str, Any]], limit: int) -> Callable[[], Response]:
 
         def _view() -> Response:
             try:
+                _check_body_framing(limit, codes)
                 envelope = view()
             except ResponsibleException as err:
                 return _json_response(err.get_response(), err.status_code)
@@ -95,7 +175,13 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> F
 
     for rule, methods, view in routes:
         app.add_url_rule(
-            rule, endpoint=rule, view_func=_wrap(view), methods=list(methods), provide_automatic_options=False
+            rule,
+            endpoint=rule,
+            view_func=_wrap(
+                view, config.MAX_REQUEST_BYTES if rule in data_routes else config.MAX_CONTROL_REQUEST_BYTES
+            ),
+            methods=list(methods),
+            provide_automatic_options=False,
         )
 
     def _http_error(err: HTTPException) -> Response:
@@ -114,12 +200,18 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> F
             response.headers['Allow'] = ', '.join(allowed)
         return response
 
+    def _timed_out(err: TimeoutError) -> Response:
+        # The client stopped sending its body for longer than the read timeout.
+        message = f'Request body was not received in time: {err}.'
+        return _json_response(failure_response(codes.REQUEST_INVALID, message), 408)
+
     def _unexpected_error(err: Exception) -> Response:
         logger.exception('unexpected error while serving %s %s', request.method, request.path)
         message = f'Unexpected server error: {type(err).__name__}: {err}'
         return _json_response(failure_response(codes.UNKNOWN_ERROR, message), 500)
 
     app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(TimeoutError, _timed_out)
     app.register_error_handler(Exception, _unexpected_error)
     return app
 
@@ -151,14 +243,31 @@ class HttpService:
     _role = 'service'
     _codes: ErrorCodes
 
-    def __init__(self, host: str, port: int, disable_flask_log: bool = True):
+    # Routes whose bodies carry data (up to config.MAX_REQUEST_BYTES); every other route is a control route.
+    _data_routes: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        disable_flask_log: bool = True,
+        read_timeout: float | None = None,
+        max_connections: int | None = None,
+    ):
         if not isinstance(host, str):
             raise TypeError(f'host must be a string, got {host!r}')
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f'port must be an int in [0, 65535] (0 picks a free port), got {port!r}')
+        max_connections = config.DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f'max_connections must be an int >= 1, got {max_connections!r}')
         self._host = host
         self._port = port
         self._disable_flask_log = disable_flask_log
+        self._read_timeout = check_positive(
+            'read_timeout', config.DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout
+        )
+        self._max_connections = max_connections
         self._self_token = random_token()
         self._server: BaseWSGIServer | None = None
         self._server_thread: threading.Thread | None = None
@@ -169,6 +278,10 @@ class HttpService:
     # --- for subclasses -------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
         raise NotImplementedError
+
+    def _build_app(self) -> Flask:
+        """The app served; subclasses may mount more routes on it (before the first request can arrive)."""
+        return build_app(__name__, self._routes(), self._codes, self._data_routes)
 
     def _start_workers(self) -> None:
         """Start background threads (called once the server listens)."""
@@ -214,12 +327,20 @@ class HttpService:
         with self._service_lock:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
-            app = build_app(__name__, self._routes(), self._codes)
-            handler = QuietRequestHandler if self._disable_flask_log else None
+            app = self._build_app()
+            base = QuietRequestHandler if self._disable_flask_log else WSGIRequestHandler
+            # socketserver applies the handler class's ``timeout`` to each connection's socket.
+            handler = type(f'{type(self).__name__}RequestHandler', (base,), {'timeout': self._read_timeout})
             sock = listen_socket(self._host, self._port)
             try:
-                self._server = make_server(
-                    self._host, sock.getsockname()[1], app, threaded=True, request_handler=handler, fd=sock.fileno()
+                self._server = BoundedWSGIServer(
+                    self._host,
+                    sock.getsockname()[1],
+                    app,
+                    handler=handler,
+                    fd=sock.fileno(),
+                    max_connections=self._max_connections,
+                    busy_answer=_busy_answer(self._codes, self._max_connections),
                 )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
@@ -289,6 +410,9 @@ class PeerService(HttpService):
     over HTTP (``DELETE /shutdown`` with its own token)."""
 
     _codes: PeerErrorCodes
+    # The peer protocol's routes that carry task data: a new task (master -> slave) and a task report (slave ->
+    # master). Both check the caller's token before reading the body.
+    _data_routes = frozenset({'/task/new', '/slave/task/complete', '/slave/task/fail'})
 
     def _check_channel_header(self, channel: int) -> None:
         raw = request.headers.get('Channel')
