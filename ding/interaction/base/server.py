@@ -2,9 +2,9 @@
 Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
 thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
 
-Every server is bounded against slow or hostile clients: a body's size is checked from its Content-Length
-before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must progress within
-a read timeout, and at most ``max_connections`` are served at once (more are answered 503 and closed).
+Every server is bounded against slow or hostile clients (``limits``): a body's size is checked from its
+Content-Length before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must
+progress within a read timeout, and at most ``max_connections`` are served at once (more get 503, closed).
 """
 
 import hmac
@@ -18,12 +18,13 @@ from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
-from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHandler
+from werkzeug.exceptions import ClientDisconnected, HTTPException
+from werkzeug.serving import BaseWSGIServer
 
 from .. import config
 from .common import check_positive, connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
+from .limits import BoundedWSGIServer, busy_answer, check_body_framing, request_handler
 
 logger = logging.getLogger(__name__)
 
@@ -67,88 +68,8 @@ class PeerErrorCodes(ErrorCodes, Protocol):
     def SELF_TOKEN_NOT_MATCH(self) -> IntEnum: ...
 
 
-class QuietRequestHandler(WSGIRequestHandler):
-    """Request handler without werkzeug's one-line-per-request access log (errors are still logged)."""
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
 def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
-
-
-class BoundedWSGIServer(ThreadedWSGIServer):
-    """
-    werkzeug's threaded server (one thread per connection) serving at most ``max_connections`` connections at
-    once: a connection beyond that is answered ``busy_answer`` (a complete HTTP response) and closed at once,
-    never queued. The read timeout is the handler class's ``timeout`` (applied to each connection's socket).
-    """
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        app: Flask,
-        handler: type[WSGIRequestHandler],
-        fd: int,
-        max_connections: int,
-        busy_answer: bytes,
-    ) -> None:
-        super().__init__(host, port, app, handler=handler, fd=fd)
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._busy_answer = busy_answer
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        # Runs on the accepting thread: it must never block, so a full server refuses instead of waiting.
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def _refuse(self, request: socket.socket) -> None:
-        try:
-            request.setblocking(False)
-            request.send(self._busy_answer)
-        except OSError:
-            pass  # the client went away or its buffer is full: closing is all that is left
-        self.shutdown_request(request)
-
-
-def _busy_answer(codes: 'ErrorCodes', max_connections: int) -> bytes:
-    envelope = failure_response(codes.UNKNOWN_ERROR, f'Too many connections (at most {max_connections}); retry later.')
-    body = json.dumps(envelope).encode()
-    head = (
-        'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n'
-        f'Content-Length: {len(body)}\r\nConnection: close\r\n\r\n'
-    )
-    return head.encode() + body
-
-
-def _check_body_framing(limit: int, codes: 'ErrorCodes') -> None:
-    """Refuse a body from its headers alone: chunked (411, its size is unknown until read) or longer than
-    ``limit`` (413). Nothing of the body has been read when this runs."""
-    if 'chunked' in request.headers.get('Transfer-Encoding', '').lower():
-        raise ResponsibleException(
-            codes.REQUEST_INVALID, 'Chunked request bodies are not accepted; send Content-Length.', status_code=411
-        )
-    length = request.content_length
-    if length is not None and length > limit:
-        raise ResponsibleException(
-            codes.REQUEST_INVALID,
-            f'Request body of {length} bytes exceeds the limit of {limit} bytes for {request.path}.',
-            status_code=413,
-        )
 
 
 def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data_routes: Collection[str] = ()) -> Flask:
@@ -165,7 +86,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data
 
         def _view() -> Response:
             try:
-                _check_body_framing(limit, codes)
+                check_body_framing(limit, codes)
                 envelope = view()
             except ResponsibleException as err:
                 return _json_response(err.get_response(), err.status_code)
@@ -186,7 +107,10 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data
 
     def _http_error(err: HTTPException) -> Response:
         status = err.code or 500
-        if status == 404:
+        if isinstance(err, ClientDisconnected):
+            # werkzeug's stream ends a body that stopped arriving (closed, or stalled past the read timeout).
+            status, code, message = 408, codes.REQUEST_INVALID, 'Request body was not received in full in time.'
+        elif status == 404:
             code, message = codes.ROUTE_NOT_FOUND, f'No route {request.method} {request.path}.'
         elif status == 405:
             code, message = codes.METHOD_NOT_ALLOWED, f'Method {request.method} is not allowed on {request.path}.'
@@ -200,18 +124,12 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data
             response.headers['Allow'] = ', '.join(allowed)
         return response
 
-    def _timed_out(err: TimeoutError) -> Response:
-        # The client stopped sending its body for longer than the read timeout.
-        message = f'Request body was not received in time: {err}.'
-        return _json_response(failure_response(codes.REQUEST_INVALID, message), 408)
-
     def _unexpected_error(err: Exception) -> Response:
         logger.exception('unexpected error while serving %s %s', request.method, request.path)
         message = f'Unexpected server error: {type(err).__name__}: {err}'
         return _json_response(failure_response(codes.UNKNOWN_ERROR, message), 500)
 
     app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(TimeoutError, _timed_out)
     app.register_error_handler(Exception, _unexpected_error)
     return app
 
@@ -328,9 +246,7 @@ class HttpService:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = self._build_app()
-            base = QuietRequestHandler if self._disable_flask_log else WSGIRequestHandler
-            # socketserver applies the handler class's ``timeout`` to each connection's socket.
-            handler = type(f'{type(self).__name__}RequestHandler', (base,), {'timeout': self._read_timeout})
+            handler = request_handler(self._disable_flask_log, self._read_timeout)
             sock = listen_socket(self._host, self._port)
             try:
                 self._server = BoundedWSGIServer(
@@ -340,7 +256,7 @@ class HttpService:
                     handler=handler,
                     fd=sock.fileno(),
                     max_connections=self._max_connections,
-                    busy_answer=_busy_answer(self._codes, self._max_connections),
+                    busy_answer=busy_answer(self._codes, self._max_connections),
                 )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
