@@ -146,8 +146,11 @@ def read_manifest(path: str | os.PathLike) -> dict:
         with open(mpath, 'rb') as f:
             manifest = json.loads(f.read().decode('utf-8'))
     except FileNotFoundError:
+        data = _data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path
+        if not path.endswith(MANIFEST_SUFFIX) and not os.path.exists(data):
+            raise CheckpointError(f'checkpoint {data}: file not found') from None
         raise CheckpointError(
-            f'checkpoint {_data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path}: manifest missing ({mpath} not found); the save was incomplete'
+            f'checkpoint {data}: manifest missing ({mpath} not found); the save was incomplete'
         ) from None
     except RecursionError:
         raise CheckpointError(f'checkpoint manifest {mpath}: unreadable: JSON nested too deeply') from None
