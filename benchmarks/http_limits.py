@@ -85,20 +85,21 @@ def big_bodies(port: int, count: int, size: int, threads: int = 4) -> dict[str, 
     return statuses
 
 
-def half_open(port: int, count: int, wait: float) -> tuple[int, int, int, float]:
-    """Open ``count`` stalled requests; returns (refused within 1 s, closed later, still open, last close time)."""
+def half_open(port: int, count: int, wait: float) -> dict[str, tuple[int, float]]:
+    """Open ``count`` stalled requests and watch them until closed (or ``wait`` s). Returns, per outcome ('503',
+    'closed', 'open'), how many and the longest time a connection of it lived, from its own opening."""
     selector = selectors.DefaultSelector()
-    socks = []
-    started = time.monotonic()
+    opened: dict[socket.socket, float] = {}
     for _ in range(count):
         sock = socket.create_connection(('127.0.0.1', port), timeout=5)
         sock.sendall(b'POST /connect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le')
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ)
-        socks.append(sock)
-    closed_at: dict[socket.socket, float] = {}
-    deadline = started + wait
-    while len(closed_at) < count and time.monotonic() < deadline:
+        opened[sock] = time.monotonic()
+    answered: set[socket.socket] = set()
+    lived: dict[socket.socket, float] = {}
+    deadline = time.monotonic() + wait
+    while len(lived) < count and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=0.1):
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
@@ -107,14 +108,20 @@ def half_open(port: int, count: int, wait: float) -> tuple[int, int, int, float]
             except OSError:
                 data = b''
             if data:
-                continue  # an answer (503) is being read; its close follows
-            closed_at[sock] = time.monotonic() - started
+                answered.update([sock] if data.startswith(b'HTTP/1.1 503') else [])
+                continue  # its close follows
+            lived[sock] = time.monotonic() - opened[sock]
             selector.unregister(sock)
-    for sock in socks:
+    outcomes: dict[str, list[float]] = {'503': [], 'closed': [], 'open': []}
+    now = time.monotonic()
+    for sock, start in opened.items():
+        if sock not in lived:
+            outcomes['open'].append(now - start)
+        else:
+            outcomes['503' if sock in answered else 'closed'].append(lived[sock])
         sock.close()
     selector.close()
-    quick = sum(1 for t in closed_at.values() if t < 1.0)
-    return quick, len(closed_at) - quick, count - len(closed_at), max(closed_at.values(), default=0.0)
+    return {k: (len(v), max(v, default=0.0)) for k, v in outcomes.items()}
 
 
 def main() -> None:
@@ -141,7 +148,7 @@ def main() -> None:
         time.sleep(0.5)
         after, peak = rss_mb(child.pid)
         wait = (read_timeout or 30.0) + 5.0
-        quick, timed_out, still_open, last = half_open(port, args.half_open, wait)
+        outcomes = half_open(port, args.half_open, wait)
     finally:
         if child.stdin is not None:
             child.stdin.close()
@@ -154,22 +161,21 @@ def main() -> None:
     print(
         f'worker: LearnerSlave from {os.path.abspath(args.root)}; read timeout {timeout_s} s, max connections {cap_s}'
     )
-    print(f'{"measure":<58} {"value":>14}')
-    print('-' * 73)
+    print(f'{"measure":<64} {"value":>14}')
+    print('-' * 79)
     rows = [
-        (f'(a) RSS before, MB', f'{before:.1f}'),
+        ('(a) RSS before, MB', f'{before:.1f}'),
         (f'(a) RSS after {args.bodies} x {args.body_mb:g} MB /connect bodies, MB', f'{after:.1f}'),
         ('(a) RSS growth, MB', f'{after - before:+.1f}'),
         ('(a) peak RSS (VmHWM), MB', f'{peak:.1f}'),
         ('(a) answers', ', '.join(f'{k} x{v}' for k, v in sorted(statuses.items()))),
         ('(a) seconds for all bodies', f'{seconds:.1f}'),
-        (f'(b) {args.half_open} half-open: refused/closed within 1 s', str(quick)),
-        ('(b) closed by the read timeout', str(timed_out)),
-        (f'(b) still open after {wait:g} s', str(still_open)),
-        ('(b) last close after, s', f'{last:.1f}'),
+        (f'(b) {args.half_open} half-open: answered 503 and closed (n, max s)', '{} / {:.2f}'.format(*outcomes['503'])),
+        ('(b) closed without answer, by the read timeout (n, max s)', '{} / {:.2f}'.format(*outcomes['closed'])),
+        (f'(b) still open after {wait:g} s (n)', str(outcomes['open'][0])),
     ]
     for name, value in rows:
-        print(f'{name:<58} {value:>14}')
+        print(f'{name:<64} {value:>14}')
 
 
 if __name__ == '__main__':
