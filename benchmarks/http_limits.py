@@ -52,7 +52,7 @@ def post_connect_body(port: int, size: int) -> str:
         f'POST /connect HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nChannel: 0\r\nToken: attacker\r\n'
         f'Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n'
     ).encode()
-    body = b'{"master": {"address": "http://127.0.0.1:1"}, "pad": "' + b'x' * (size - 54) + b'"}'
+    body = b'{"master": {"address": "http://127.0.0.1:1"}, "pad": "' + b'x' * (size - 56) + b'"}'
     with socket.create_connection(('127.0.0.1', port), timeout=60) as sock:
         try:
             sock.sendall(head + body)
@@ -134,7 +134,12 @@ def main() -> None:
 
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.root), OMP_NUM_THREADS='1')
     child = subprocess.Popen(
-        [sys.executable, '-c', WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+        [sys.executable, '-c', WORKER],
+        cwd=os.path.abspath(args.root),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
     )
     try:
         assert child.stdout is not None
