@@ -7,7 +7,7 @@ from functools import partial
 
 import torch
 
-from ding.config import compile_config
+from ding.config import ConfigError, compile_config
 from ding.envs import create_env_manager, get_vec_env_setting
 from ding.policy import create_policy
 from ding.utils import set_pkg_seed
@@ -27,7 +27,8 @@ def eval(
 ) -> float:
     """Run ``n_evaluator_episode`` greedy episodes of the policy stored at ``load_path``.
 
-    Returns the mean episode return and prints one line per episode plus the mean.
+    Returns the mean episode return and prints one line per episode plus the mean. Raises ``ConfigError`` without
+    ``load_path`` and ``CheckpointError`` (naming the file) when the checkpoint cannot be used.
     """
     cfg, create_cfg = load_input_config(input_cfg)
     create_cfg.policy.type += '_command'
@@ -43,7 +44,7 @@ def eval(
     policy = create_policy(cfg.policy, model=model, enable_field=['eval'])
     if state_dict is None:
         if load_path is None:
-            raise ValueError('eval needs a checkpoint: pass load_path (ding -m eval --load-path FILE)')
+            raise ConfigError('eval needs a checkpoint: pass load_path (ding -m eval --load-path FILE)')
         state_dict = load_checkpoint(load_path)
     policy.eval_mode.load_state_dict(state_dict)
     evaluator = InteractionSerialEvaluator(

@@ -107,16 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
         cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
         try:
-            _run_one(args, cfg, create_cfg, system_cfg, seed)
+            code = _run_one(args, cfg, create_cfg, system_cfg, seed)
         except ConfigError as exc:
             return _fail(str(exc))
         except KeyboardInterrupt:
             print('ding: interrupted; an interrupt checkpoint was written where possible', file=sys.stderr)
             return 130
+        if code:
+            return code
     return 0
 
 
-def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> None:
+def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> int | None:
+    """Run one seed in ``args.mode``; returns an exit code when it failed with a message already printed."""
     # The pipelines import torch (the parallel one Flask and the coordinator): each is imported here, after the
     # OpenMP pool is sized and only for its own mode, so that `ding ctl`, `ding -q` and `ding --help` start
     # without them and a serial run never loads the parallel side.
@@ -135,9 +138,14 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
     elif args.mode == 'eval':
+        from ding.utils.checkpoint import CheckpointError  # deferred: imports torch (after limit_openmp_threads)
+
         from .application_entry import eval as eval_entry  # deferred: imports torch (after limit_openmp_threads)
 
-        eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
+        try:
+            eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
+        except CheckpointError as exc:  # e.g. an unusable --load-path: one line naming the file, no traceback
+            return _fail(str(exc), 1)
     elif args.mode == 'parallel':
         from .parallel_entry import parallel_pipeline  # deferred: Flask and the coordinator, parallel mode only
 
@@ -149,6 +157,7 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
             max_train_iter=args.train_iter,
             resume=args.resume,
         )
+    return None
 
 
 def run() -> None:

@@ -25,5 +25,18 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 # How often the serving loop looks at its stop flag; bounds the latency of shutdown().
 SERVE_POLL_INTERVAL = 0.05
 
-# Larger request bodies are refused with 413 (REQUEST_INVALID) before being read into memory.
+# Request bodies are refused with 413 (REQUEST_INVALID) from their Content-Length, before being read: control
+# routes (connect, disconnect, ping, shutdown, heartbeats, the run service's /run/*) carry a few hundred bytes and
+# are reachable before authentication, so they get the small limit; only the task routes that carry task data
+# (authenticated before their body is read) get the large one. A body without Content-Length is refused (411).
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
+MAX_CONTROL_REQUEST_BYTES = 64 * 1024
+# JSON bodies nested deeper than this are refused with 400 (ours nest 3-6 levels; a deep one costs recursion).
+MAX_JSON_DEPTH = 64
+
+# Every socket operation of a connection (reading the request line, headers and body, writing the answer) must
+# progress within this many seconds, or the server closes the connection: a half-sent request holds a thread
+# for at most this long.
+DEFAULT_READ_TIMEOUT = 10.0
+# Connections served at once (one thread each); further connections are answered 503 and closed at once.
+DEFAULT_MAX_CONNECTIONS = 128

@@ -21,12 +21,10 @@ from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
 
 from flask import Flask, Response, request
-from werkzeug.serving import make_server
 
-from ding.interaction import config as interaction_config
 from ding.interaction.base.common import connectable_host, random_token
-from ding.interaction.base.envelope import ResponsibleException, failure_response, success_response
-from ding.interaction.base.server import HttpService, QuietRequestHandler, Route, build_app, listen_socket
+from ding.interaction.base.envelope import ResponsibleException, failure_response, parse_json_object, success_response
+from ding.interaction.base.server import HttpService, Route, build_app
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
 from .metrics import ServiceMetrics
@@ -77,17 +75,9 @@ def _refuse(code: ServiceErrorCode, status: int, message: str, data: dict[str, A
 
 
 def _json_body() -> dict[str, Any]:
-    """The request body as a JSON object (empty body: ``{}``); 400 otherwise. Never anything but JSON."""
-    raw = request.get_data(cache=True)
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw.decode('utf-8'))
-    except (UnicodeDecodeError, ValueError) as err:
-        _refuse(ServiceErrorCode.REQUEST_INVALID, 400, f'request body is not valid JSON: {err}')
-    if not isinstance(body, dict):
-        _refuse(ServiceErrorCode.REQUEST_INVALID, 400, f'request body must be a JSON object, got {type(body).__name__}')
-    return body
+    """The request body as a JSON object (empty body: ``{}``), bounded in depth; 400 otherwise. Only JSON.
+    Its size was checked from Content-Length before this reads it (``build_app``)."""
+    return parse_json_object(request.get_data(cache=True), ServiceErrorCode.REQUEST_INVALID, allow_empty=True)
 
 
 def _wait_seconds(body: dict[str, Any]) -> float:
@@ -122,8 +112,10 @@ class ServiceServer(HttpService):
         metrics: ServiceMetrics | None = None,
         weights: WeightsStore | None = None,
         info: dict[str, Any] | None = None,
+        read_timeout: float | None = None,
+        max_connections: int | None = None,
     ) -> None:
-        super().__init__(host, port)
+        super().__init__(host, port, read_timeout=read_timeout, max_connections=max_connections)
         if control is not None and not token:
             raise ValueError('ServiceServer: a token is required when run control is served')
         self._token = token or ''
@@ -151,6 +143,7 @@ class ServiceServer(HttpService):
         return routes
 
     def _build_app(self) -> Flask:
+        # Every route is a control route: bodies are bounded by config.MAX_CONTROL_REQUEST_BYTES.
         app = build_app(
             __name__, [(rule, methods, self._counted(view)) for rule, methods, view in self._routes()], self._codes
         )
@@ -165,33 +158,6 @@ class ServiceServer(HttpService):
                 rule, endpoint=rule, view_func=self._counted(view), methods=['GET'], provide_automatic_options=False
             )
         return app
-
-    def start(self) -> None:
-        """Like ``HttpService.start``, with the raw routes mounted before the first request can arrive."""
-        with self._service_lock:
-            if self._server is not None or self._stopping.is_set():
-                raise RuntimeError(f'{type(self).__name__} can only be started once')
-            app = self._build_app()
-            sock = listen_socket(self._host, self._port)
-            try:
-                self._server = make_server(
-                    self._host,
-                    sock.getsockname()[1],
-                    app,
-                    threaded=True,
-                    request_handler=QuietRequestHandler,
-                    fd=sock.fileno(),
-                )
-            finally:
-                sock.close()  # the server holds its own duplicate of the socket
-            self._server_thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={'poll_interval': interaction_config.SERVE_POLL_INTERVAL},
-                name=self._thread_name('http'),
-                daemon=True,
-            )
-            self._server_thread.start()
-        self._start_workers()
 
     def close(self, drain_seconds: float = 2.0) -> None:
         """Let requests being answered finish (up to ``drain_seconds``), then stop serving."""

@@ -146,9 +146,14 @@ def read_manifest(path: str | os.PathLike) -> dict:
         with open(mpath, 'rb') as f:
             manifest = json.loads(f.read().decode('utf-8'))
     except FileNotFoundError:
+        data = _data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path
+        if not path.endswith(MANIFEST_SUFFIX) and not os.path.exists(data):
+            raise CheckpointError(f'checkpoint {data}: file not found') from None
         raise CheckpointError(
-            f'checkpoint {_data_path(path) if not path.endswith(MANIFEST_SUFFIX) else path}: manifest missing ({mpath} not found); the save was incomplete'
+            f'checkpoint {data}: manifest missing ({mpath} not found); the save was incomplete'
         ) from None
+    except RecursionError:
+        raise CheckpointError(f'checkpoint manifest {mpath}: unreadable: JSON nested too deeply') from None
     except (OSError, ValueError) as e:
         raise CheckpointError(f'checkpoint manifest {mpath}: unreadable: {e}') from e
     if not isinstance(manifest, dict) or any(k not in manifest for k in _MANIFEST_FIELDS):
@@ -194,6 +199,8 @@ def _read_verified(path: str) -> tuple[bytes, dict]:
 def _header_metadata(data: bytes, path: str) -> dict:
     try:
         return read_metadata(data)
+    except RecursionError:
+        raise CheckpointError(f'checkpoint {path}: unreadable safetensors header: nested too deeply') from None
     except (struct.error, ValueError, AttributeError) as e:
         raise CheckpointError(f'checkpoint {path}: unreadable safetensors header: {e}') from e
 
@@ -232,6 +239,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = 'cpu') -> dict:
     try:
         meta = json.loads(meta_json)
         tensors, _ = decode_tensors(data)
+    except RecursionError:  # only a foreign or hostile writer nests the metadata this deep
+        raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata is nested too deeply') from None
     except (CodecError, ValueError) as e:  # the sha matched, so only a foreign/buggy writer gets here
         raise CheckpointError(f'checkpoint {path}: cannot decode: {e}') from e
     if not isinstance(meta, dict) or 'state' not in meta:
@@ -246,6 +255,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = 'cpu') -> dict:
         map_location = None  # tensors are already on the host; skip needless .to() calls
     try:
         return StateUnflattener(tensors, map_location, path).node(meta['state'])
+    except RecursionError:
+        raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata is nested too deeply') from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # malformed skeleton from a foreign writer
         raise CheckpointError(f'checkpoint {path}: malformed {META_KEY!r} metadata: {e!r}') from e
 

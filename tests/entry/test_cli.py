@@ -104,6 +104,22 @@ def test_eval_mode_loads_a_checkpoint(tmp_path):
     assert 'mean return' in result.stderr
 
 
+def test_eval_mode_reports_an_unusable_checkpoint_in_one_line(tmp_path):
+    corrupt = tmp_path / 'iteration_5.safetensors'
+    corrupt.write_bytes(b'not a checkpoint')
+    manifest = tmp_path / 'iteration_5.manifest.json'
+    manifest.write_text('{"a": ' * 2000 + '1' + '}' * 2000)
+    absent = tmp_path / 'absent.safetensors'
+    for path, named, reason in ((corrupt, manifest, 'nested too deeply'), (absent, absent, 'file not found')):
+        result = run_ding(['-m', 'eval', '-c', DQN_CONFIG, '--load-path', str(path)], tmp_path)
+        assert result.returncode == 1, result.stderr[-3000:]
+        assert 'Traceback' not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith('ding: error:')]
+        assert len(errors) == 1 and str(named) in errors[0] and reason in errors[0], result.stderr[-3000:]
+    missing = run_ding(['-m', 'eval', '-c', DQN_CONFIG], tmp_path)
+    assert missing.returncode == 2 and 'Traceback' not in missing.stderr and '--load-path' in missing.stderr
+
+
 def test_the_cli_module_loads_no_pipeline():
     # Each pipeline is imported for its own mode only: `ding ctl`, `ding -q` and `ding --help` stay light, and a
     # serial run never loads Flask and the coordinator.

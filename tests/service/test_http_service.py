@@ -5,6 +5,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ding.interaction import config as interaction_config
 from ding.service.http import ServiceServer, serve
 from ding.service.metrics import ServiceMetrics, parse_metrics, sample_value
 from ding.service.run_control import RunControl
@@ -195,3 +196,17 @@ def test_errors_are_json_envelopes():
         server.close()
     with pytest.raises(ValueError):
         ServiceServer(port=0, control=control)  # control without a token is refused
+
+
+def test_control_bodies_are_bounded_in_size_and_depth(service):
+    server, control, metrics, http, loop = service
+    big = {'wait': 1, 'pad': 'x' * interaction_config.MAX_CONTROL_REQUEST_BYTES}
+    too_large = http.post(server.url + '/run/pause', json=big, headers=AUTH)
+    assert too_large.status_code == 413 and too_large.json()['success'] is False
+    deep = '{"a":' * 100 + '1' + '}' * 100
+    too_deep = http.post(server.url + '/run/tune', data=deep, headers={**AUTH, 'Content-Type': 'application/json'})
+    assert too_deep.status_code == 400 and 'nested deeper' in too_deep.json()['message']
+    recursion = http.post(server.url + '/run/tune', data='[' * 30_000 + ']' * 30_000, headers=AUTH)
+    assert recursion.status_code == 400
+    assert control.state == 'running'  # nothing was done
+    assert http.get(server.url + '/ping').status_code == 200

@@ -1,4 +1,5 @@
 import copy
+import hashlib
 import json
 import os
 import random
@@ -11,6 +12,7 @@ import torch.nn as nn
 
 from ding.utils.checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
+    META_KEY,
     CheckpointError,
     config_hash,
     get_rng_state,
@@ -26,6 +28,7 @@ from ding.utils.checkpoint import (
     set_rng_state,
     verify_checkpoint,
 )
+from ding.utils.state_dict_codec import encode_tensors
 
 
 def make_net() -> nn.Module:
@@ -226,6 +229,36 @@ def test_corrupted_byte_is_refused(tmp_path):
     assert path in str(e.value)
     with pytest.raises(CheckpointError, match='sha256 mismatch'):
         verify_checkpoint(path)
+
+
+def _rewrite_data(path: str, data: bytes) -> None:
+    """Replace a checkpoint's data file and make its manifest agree (as a foreign writer would)."""
+    with open(path, 'wb') as f:
+        f.write(data)
+    with open(manifest_path(path)) as f:
+        manifest = json.load(f)
+    manifest.update(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
+    with open(manifest_path(path), 'w') as f:
+        json.dump(manifest, f)
+
+
+@pytest.mark.parametrize('depth', [1_000, 200_000])
+def test_deeply_nested_metadata_is_a_checkpoint_error_naming_the_file(tmp_path, depth):
+    path = save_checkpoint(str(tmp_path / 'iteration_1'), {'a': 1})
+    deep = '{"format_version": 1, "state": ' + '{"k": ' * depth + '1' + '}' * depth + '}'
+    _rewrite_data(path, encode_tensors({}, {META_KEY: deep, 'format_version': '1'}))
+    with pytest.raises(CheckpointError, match='nested too deeply') as e:
+        load_checkpoint(path)
+    assert path in str(e.value)
+
+
+def test_deeply_nested_manifest_is_a_checkpoint_error_naming_the_file(tmp_path):
+    path = save_checkpoint(str(tmp_path / 'iteration_1'), {'a': 1})
+    with open(manifest_path(path), 'w') as f:
+        f.write('[' * 100_000 + ']' * 100_000)
+    with pytest.raises(CheckpointError, match='nested too deeply') as e:
+        load_checkpoint(path)
+    assert manifest_path(path) in str(e.value)
 
 
 def test_truncated_file_is_refused(tmp_path):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
+from .. import config
 from ..exception import http_status_of
 
 
@@ -41,21 +42,45 @@ class ResponsibleException(Exception):
         return failure_response(self.code, self.message, self.data)
 
 
-def parse_json_object(raw: bytes, invalid_code: IntEnum, allow_empty: bool = False) -> dict[str, Any]:
+def exceeds_depth(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests objects/arrays more than ``max_depth`` levels deep. Iterative, so
+    that checking a deep value cannot itself exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json_object(
+    raw: bytes, invalid_code: IntEnum, allow_empty: bool = False, max_depth: int | None = None
+) -> dict[str, Any]:
     """
-    Decode a request body that must be a JSON object (never anything else: no pickles, no arrays).
-    ``allow_empty`` accepts an empty body as ``{}``. Raises ``ResponsibleException(invalid_code)``.
+    Decode a request body that must be a JSON object (never anything else: no pickles, no arrays) nested at
+    most ``max_depth`` levels (default ``config.MAX_JSON_DEPTH``). ``allow_empty`` accepts an empty body as
+    ``{}``. Raises ``ResponsibleException(invalid_code)`` answered with HTTP 400.
     """
     if not raw:
         if allow_empty:
             return {}
-        raise ResponsibleException(invalid_code, 'Request body is empty; a JSON object is required.')
+        raise ResponsibleException(invalid_code, 'Request body is empty; a JSON object is required.', status_code=400)
+    limit = config.MAX_JSON_DEPTH if max_depth is None else max_depth
+    too_deep = f'Request body is nested deeper than {limit} levels.'
     try:
         body = json.loads(raw.decode('utf-8'))
+    except RecursionError:  # deeper than the decoder can go: certainly deeper than the limit
+        raise ResponsibleException(invalid_code, too_deep, status_code=400) from None
     except (UnicodeDecodeError, ValueError) as err:
-        raise ResponsibleException(invalid_code, f'Request body is not valid JSON: {err}.') from None
+        raise ResponsibleException(invalid_code, f'Request body is not valid JSON: {err}.', status_code=400) from None
     if not isinstance(body, dict):
-        raise ResponsibleException(invalid_code, f'Request body must be a JSON object, got {type(body).__name__}.')
+        raise ResponsibleException(
+            invalid_code, f'Request body must be a JSON object, got {type(body).__name__}.', status_code=400
+        )
+    if exceeds_depth(body, limit):
+        raise ResponsibleException(invalid_code, too_deep, status_code=400)
     return body
 
 

@@ -1,6 +1,10 @@
 """
 Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
 thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
+
+Every server is bounded against slow or hostile clients (``limits``): a body's size is checked from its
+Content-Length before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must
+progress within a read timeout, and at most ``max_connections`` are served at once (more get 503, closed).
 """
 
 import hmac
@@ -8,18 +12,19 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from enum import IntEnum
 from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.exceptions import ClientDisconnected, HTTPException
+from werkzeug.serving import BaseWSGIServer
 
 from .. import config
-from .common import connectable_host, format_http_address, random_token
+from .common import check_positive, connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
+from .limits import BoundedWSGIServer, busy_answer, check_body_framing, request_handler
 
 logger = logging.getLogger(__name__)
 
@@ -63,29 +68,25 @@ class PeerErrorCodes(ErrorCodes, Protocol):
     def SELF_TOKEN_NOT_MATCH(self) -> IntEnum: ...
 
 
-class QuietRequestHandler(WSGIRequestHandler):
-    """Request handler without werkzeug's one-line-per-request access log (errors are still logged)."""
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
 def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> Flask:
+def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data_routes: Collection[str] = ()) -> Flask:
     """
-    A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method,
+    A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method, too large,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
+    Bodies of ``data_routes`` may reach ``config.MAX_REQUEST_BYTES``, those of the others
+    ``config.MAX_CONTROL_REQUEST_BYTES``.
     """
     app = Flask(import_name)
     app.config['MAX_CONTENT_LENGTH'] = config.MAX_REQUEST_BYTES
 
-    def _wrap(view: Callable[[], dict[str, Any]]) -> Callable[[], Response]:
+    def _wrap(view: Callable[[], dict[str, Any]], limit: int) -> Callable[[], Response]:
 
         def _view() -> Response:
             try:
+                check_body_framing(limit, codes)
                 envelope = view()
             except ResponsibleException as err:
                 return _json_response(err.get_response(), err.status_code)
@@ -95,12 +96,21 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes) -> F
 
     for rule, methods, view in routes:
         app.add_url_rule(
-            rule, endpoint=rule, view_func=_wrap(view), methods=list(methods), provide_automatic_options=False
+            rule,
+            endpoint=rule,
+            view_func=_wrap(
+                view, config.MAX_REQUEST_BYTES if rule in data_routes else config.MAX_CONTROL_REQUEST_BYTES
+            ),
+            methods=list(methods),
+            provide_automatic_options=False,
         )
 
     def _http_error(err: HTTPException) -> Response:
         status = err.code or 500
-        if status == 404:
+        if isinstance(err, ClientDisconnected):
+            # werkzeug's stream ends a body that stopped arriving (closed, or stalled past the read timeout).
+            status, code, message = 408, codes.REQUEST_INVALID, 'Request body was not received in full in time.'
+        elif status == 404:
             code, message = codes.ROUTE_NOT_FOUND, f'No route {request.method} {request.path}.'
         elif status == 405:
             code, message = codes.METHOD_NOT_ALLOWED, f'Method {request.method} is not allowed on {request.path}.'
@@ -151,14 +161,31 @@ class HttpService:
     _role = 'service'
     _codes: ErrorCodes
 
-    def __init__(self, host: str, port: int, disable_flask_log: bool = True):
+    # Routes whose bodies carry data (up to config.MAX_REQUEST_BYTES); every other route is a control route.
+    _data_routes: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        disable_flask_log: bool = True,
+        read_timeout: float | None = None,
+        max_connections: int | None = None,
+    ):
         if not isinstance(host, str):
             raise TypeError(f'host must be a string, got {host!r}')
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f'port must be an int in [0, 65535] (0 picks a free port), got {port!r}')
+        max_connections = config.DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f'max_connections must be an int >= 1, got {max_connections!r}')
         self._host = host
         self._port = port
         self._disable_flask_log = disable_flask_log
+        self._read_timeout = check_positive(
+            'read_timeout', config.DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout
+        )
+        self._max_connections = max_connections
         self._self_token = random_token()
         self._server: BaseWSGIServer | None = None
         self._server_thread: threading.Thread | None = None
@@ -169,6 +196,10 @@ class HttpService:
     # --- for subclasses -------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
         raise NotImplementedError
+
+    def _build_app(self) -> Flask:
+        """The app served; subclasses may mount more routes on it (before the first request can arrive)."""
+        return build_app(__name__, self._routes(), self._codes, self._data_routes)
 
     def _start_workers(self) -> None:
         """Start background threads (called once the server listens)."""
@@ -214,12 +245,18 @@ class HttpService:
         with self._service_lock:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
-            app = build_app(__name__, self._routes(), self._codes)
-            handler = QuietRequestHandler if self._disable_flask_log else None
+            app = self._build_app()
+            handler = request_handler(self._disable_flask_log, self._read_timeout)
             sock = listen_socket(self._host, self._port)
             try:
-                self._server = make_server(
-                    self._host, sock.getsockname()[1], app, threaded=True, request_handler=handler, fd=sock.fileno()
+                self._server = BoundedWSGIServer(
+                    self._host,
+                    sock.getsockname()[1],
+                    app,
+                    handler=handler,
+                    fd=sock.fileno(),
+                    max_connections=self._max_connections,
+                    busy_answer=busy_answer(self._codes, self._max_connections),
                 )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
@@ -289,6 +326,9 @@ class PeerService(HttpService):
     over HTTP (``DELETE /shutdown`` with its own token)."""
 
     _codes: PeerErrorCodes
+    # The peer protocol's routes that carry task data: a new task (master -> slave) and a task report (slave ->
+    # master). Both check the caller's token before reading the body.
+    _data_routes = frozenset({'/task/new', '/slave/task/complete', '/slave/task/fail'})
 
     def _check_channel_header(self, channel: int) -> None:
         raw = request.headers.get('Channel')
