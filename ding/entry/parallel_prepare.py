@@ -30,13 +30,16 @@ from ding.config.parallel import compile_config_parallel
 from ding.utils.jsonable import to_jsonable
 from ding.worker.resume import ResumeError, experiment_ckpt_dir, resolve_resume
 
+from .lifeline import die_with_launcher, launcher_env
+
 
 def child_env() -> dict[str, str]:
-    """Environment of a ding child process: this very ding (and dizoo) importable even when not installed."""
+    """Environment of a ding child process: this very ding (and dizoo) importable even when not installed,
+    and this process named as its launcher, which it dies with (``ding.entry.lifeline.die_with_launcher``)."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
-    return env
+    return launcher_env(env)
 
 
 def prepare_run(
@@ -148,6 +151,7 @@ def _prepare_in_child(
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``REQUEST`` (JSON main/create/system/seed/resume) -> ``ANSWER`` (JSON cfg and
     resume_path, or the error)."""
+    die_with_launcher()  # a killed pipeline leaves no compile child behind
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print('usage: python -m ding.entry.parallel_prepare REQUEST.json ANSWER.json', file=sys.stderr)
