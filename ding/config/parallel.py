@@ -42,6 +42,7 @@ from .errors import ConfigError
 from .merge import deep_merge_dicts
 from .system import check_system_config
 from .validate import coerce_integers, unknown_keys_allowed, validate_config
+from .writer import redact_secrets
 
 LOCAL_HOST = '127.0.0.1'
 PLATFORMS = ('local',)
@@ -352,7 +353,9 @@ def _py(value: Any, indent: int = 0) -> str:
 
 
 def save_parallel_config(cfg: Mapping[str, Any], create_cfg: Mapping[str, Any], path: str) -> str:
-    """Write ``main_config``, ``create_config`` and ``system_config`` to ``path`` (atomically); return it."""
+    """Write ``main_config``, ``create_config`` and ``system_config`` to ``path`` (atomically, secrets
+    redacted: ``ding.config.writer.redact_secrets``); return it."""
+    cfg = redact_secrets(cfg)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     text = (
         '"""Compiled parallel config written by ding.config.compile_config_parallel."""\n\n'

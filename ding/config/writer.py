@@ -1,4 +1,8 @@
-"""Writing a compiled config back to disk as a Python file (or YAML) that ``read_config`` loads again."""
+"""Writing a compiled config back to disk as a Python file (or YAML) that ``read_config`` loads again.
+
+Secrets never reach these files: ``redact_secrets`` replaces the value of every secret key (``token``,
+``secret``, ``password``, ``*_secret``, ...) with ``'<redacted>'`` in every config dump ding writes.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,43 @@ _LOG = logging.getLogger('ding.config')
 _INDENT = 4
 _LINE_WIDTH = 100
 
+REDACTED = '<redacted>'
+"""What a config dump holds in place of a secret (``service.token`` and the like)."""
+_SECRET_KEYS = frozenset(
+    {'token', 'secret', 'password', 'passwd', 'api_key', 'auth_token', 'access_token', 'api_token', 'run_secret'}
+)
+# Not '_token' in general: an NLP config's 'eos_token' is no secret, and a dump must read back the same.
+_SECRET_SUFFIXES = ('_secret', '_password')
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether a config key names a secret (its string value is redacted in dumps)."""
+    name = str(key).lower()
+    return name in _SECRET_KEYS or name.endswith(_SECRET_SUFFIXES)
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of config data whose secret keys (``is_secret_key``) holding a string hold ``REDACTED``
+    instead; other values (None: "generate one") are kept. Mappings come back as plain dicts."""
+    if isinstance(value, Mapping):
+        return {k: REDACTED if is_secret_key(k) and isinstance(v, str) else redact_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact_secrets(v) for v in value)
+    return value
+
 
 def save_config_py(config_: Mapping, path: str, create_cfg: Mapping | None = None) -> None:
     """Write ``exp_config = {...}``, ``main_config = exp_config`` and ``create_config = {...}`` to ``path``.
 
     ``create_cfg`` defaults to one rebuilt from the ``type`` / ``import_names`` keys of ``config_``.
     Values that are not plain data (numbers, strings, bools, None, lists, tuples, dicts) are written as
-    their ``repr`` string, with a warning, so the file always loads.
+    their ``repr`` string, with a warning, so the file always loads. Secrets are written as ``REDACTED``.
     """
     if create_cfg is None:
         create_cfg = create_config_from(config_)
+    config_ = redact_secrets(config_)
     odd: list[str] = []
     text = (
         '"""Compiled config written by ding.config (load it with ding.config.read_config)."""\n\n'
@@ -44,14 +75,14 @@ def save_config_py(config_: Mapping, path: str, create_cfg: Mapping | None = Non
 
 
 def save_config(config_: Mapping, path: str, type_: str = 'py', create_cfg: Mapping | None = None) -> None:
-    """DI-engine's entry point: ``type_='py'`` (see ``save_config_py``) or ``'yaml'``."""
+    """DI-engine's entry point: ``type_='py'`` (see ``save_config_py``) or ``'yaml'``; secrets redacted."""
     if type_ == 'py':
         save_config_py(config_, path, create_cfg)
     elif type_ == 'yaml':
         import yaml  # deferred: only paid by callers that want YAML
 
         data = {
-            'main_config': to_jsonable(config_, 'repr'),
+            'main_config': redact_secrets(to_jsonable(config_, 'repr')),
             'create_config': to_jsonable(create_cfg or create_config_from(config_), 'repr'),
         }
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

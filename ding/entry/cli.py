@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import sys
+import time
 
 from ding import __version__
 from ding.config import ConfigError, read_config
@@ -106,16 +107,42 @@ def main(argv: list[str] | None = None) -> int:
         cfg = main_cfg
         exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
         cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+        started = time.time()
         try:
             code = _run_one(args, cfg, create_cfg, system_cfg, seed)
         except ConfigError as exc:
             return _fail(str(exc))
         except KeyboardInterrupt:
-            print('ding: interrupted; an interrupt checkpoint was written where possible', file=sys.stderr)
+            print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
             return 130
         if code:
             return code
     return 0
+
+
+def checkpoint_summary(exp_name: str, started: float) -> str:
+    """Which checkpoints of ``./{exp_name}`` exist and verify, per learner: the newest one this run wrote
+    (at or after ``started``), else the newest earlier one; said plainly when there is none."""
+    from ding.worker.resume import newest_valid_checkpoint  # deferred: verifying imports torch (only when asked)
+
+    root = os.path.join('.', exp_name)
+    try:
+        dirs = sorted(d for d in os.listdir(root) if d == 'ckpt' or d.startswith('ckpt_'))
+    except OSError:
+        dirs = []
+    lines = []
+    for d in dirs:
+        directory = os.path.join(root, d)
+        path = newest_valid_checkpoint(directory, not_before=started)
+        if path is not None:
+            lines.append(f'checkpoint written by this run: {path}')
+            continue
+        earlier = newest_valid_checkpoint(directory)
+        lines.append(
+            f'no checkpoint of this run in {directory}'
+            + (f'; the newest earlier one: {earlier}' if earlier else ' (and none from earlier)')
+        )
+    return '; '.join(lines) if lines else f'no checkpoint exists under {root}'
 
 
 def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> int | None:

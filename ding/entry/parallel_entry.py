@@ -23,6 +23,7 @@ from easydict import EasyDict
 from ding.config.errors import ConfigError
 from ding.config.loader import read_config
 from ding.config.parallel import find_free_port
+from ding.config.writer import redact_secrets
 from ding.utils.jsonable import to_jsonable
 from ding.worker.coordinator.coordinator import Coordinator
 
@@ -69,7 +70,7 @@ def _load(input_cfg: Any) -> tuple[EasyDict, EasyDict, EasyDict | None]:
 def _write_json(cfg: dict[str, Any], path: str) -> None:
     tmp = f'{path}.{os.getpid()}.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
-        json.dump(to_jsonable(cfg), f, indent=1)
+        json.dump(redact_secrets(to_jsonable(cfg)), f, indent=1)  # workers read no secret from it
     os.replace(tmp, path)
 
 

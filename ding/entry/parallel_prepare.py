@@ -8,7 +8,8 @@ coordinator process never imports torch: about 220 MB resident less for the whol
 start-up time (the child imports torch instead of this process). When torch is already here (a test, a
 script that trained before), the steps run in this process: there is nothing to save.
 
-Request and answer are JSON files (config data only; nothing is unpickled). Config errors raised in the
+Request and answer are JSON files (config data only; nothing is unpickled), mode 0600 in a private
+temporary directory: they hold the whole config, a configured token included. Config errors raised in the
 child are raised here again as the same :class:`ConfigError` / :class:`ResumeError` with the same message.
 """
 
@@ -30,13 +31,16 @@ from ding.config.parallel import compile_config_parallel
 from ding.utils.jsonable import to_jsonable
 from ding.worker.resume import ResumeError, experiment_ckpt_dir, resolve_resume
 
+from .lifeline import die_with_launcher, launcher_env
+
 
 def child_env() -> dict[str, str]:
-    """Environment of a ding child process: this very ding (and dizoo) importable even when not installed."""
+    """Environment of a ding child process: this very ding (and dizoo) importable even when not installed,
+    and this process named as its launcher, which it dies with (``ding.entry.lifeline.die_with_launcher``)."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env['PYTHONPATH'] = root + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
-    return env
+    return launcher_env(env)
 
 
 def prepare_run(
@@ -107,17 +111,16 @@ def _prepare_in_child(
 ) -> tuple[EasyDict, str | None]:
     with tempfile.TemporaryDirectory(prefix='ding_prepare_') as tmp:
         request, answer = os.path.join(tmp, 'request.json'), os.path.join(tmp, 'answer.json')
-        with open(request, 'w', encoding='utf-8') as f:
-            json.dump(
-                {
-                    'main': to_jsonable(main_cfg),
-                    'create': to_jsonable(create_cfg),
-                    'system': to_jsonable(system_cfg),
-                    'seed': seed,
-                    'resume': None if resume is None else os.fspath(resume),
-                },
-                f,
-            )
+        _write_private_json(
+            request,
+            {
+                'main': to_jsonable(main_cfg),
+                'create': to_jsonable(create_cfg),
+                'system': to_jsonable(system_cfg),
+                'seed': seed,
+                'resume': None if resume is None else os.fspath(resume),
+            },
+        )
         code: Any = 'none: answered by a warm worker'
         if answer_in is None or not answer_in(request, answer):
             code = subprocess.run(
@@ -148,6 +151,7 @@ def _prepare_in_child(
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``REQUEST`` (JSON main/create/system/seed/resume) -> ``ANSWER`` (JSON cfg and
     resume_path, or the error)."""
+    die_with_launcher()  # a killed pipeline leaves no compile child behind
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print('usage: python -m ding.entry.parallel_prepare REQUEST.json ANSWER.json', file=sys.stderr)
@@ -176,10 +180,16 @@ def answer_request(request_path: str, answer_path: str) -> int:
         answer = {'error': {'type': kind, 'message': str(exc), 'traceback': traceback.format_exc()}}
         code = 1
     tmp = f'{answer_path}.tmp'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        json.dump(answer, f)
+    _write_private_json(tmp, answer)
     os.replace(tmp, answer_path)
     return code
+
+
+def _write_private_json(path: str, data: Any) -> None:
+    """Request and answer hold the whole config, a configured token included: readable by the owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+        json.dump(data, f)
 
 
 if __name__ == '__main__':

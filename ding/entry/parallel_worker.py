@@ -3,7 +3,8 @@
 ``python -m ding.entry.parallel_worker --role learner --name learner0 --config ./EXP/parallel_config.json``
 builds the comm learner (``create_comm_learner``) or comm collector (``create_comm_collector``) from
 the worker's ``system`` entry, starts its slave and serves until SIGTERM / SIGINT, or until the
-process that launched it is gone (so that a killed pipeline leaves no worker behind).
+process that launched it is gone: a worker the pipeline launched gets SIGTERM when the pipeline dies, from
+its first instant (``ding.entry.lifeline``), so that a killed pipeline leaves no worker behind.
 
 Once serving, it writes a ready file (``--ready-file``, JSON ``{pid, role, name, host, port}``,
 written atomically) that tells the pipeline the worker is up and on which port it really listens.
@@ -36,6 +37,7 @@ from easydict import EasyDict
 from ding.utils import set_pkg_seed
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
 
+from .lifeline import die_with_launcher
 from .startup import limit_openmp_threads
 
 ROLES = ('learner', 'collector')
@@ -141,9 +143,16 @@ def write_ready_file(path: str, info: dict[str, Any]) -> None:
 
 
 def run_worker(
-    role: str, name: str, config_path: str, ready_file: str | None = None, disable_flask_log: bool = True
+    role: str,
+    name: str,
+    config_path: str,
+    ready_file: str | None = None,
+    disable_flask_log: bool = True,
+    launcher_pid: int | None = None,
 ) -> int:
-    """Build, start and serve one worker until told to stop; return the process exit code."""
+    """Build, start and serve one worker until told to stop, or until ``launcher_pid`` (default: the
+    parent at this call) is no longer its parent; return the process exit code."""
+    parent = os.getppid() if launcher_pid is None else launcher_pid
     try:
         cfg = load_parallel_config(config_path)
         wcfg = worker_config(cfg, role, name)
@@ -169,7 +178,6 @@ def run_worker(
 
     torch.set_num_threads(threads)
     set_pkg_seed(int(wcfg.seed), use_cuda=False)
-    parent = os.getppid()
     comm = None
     try:
         comm = create_comm(role, wcfg)
@@ -211,7 +219,7 @@ def run_worker(
                 print(f'ding parallel worker {name}: error while closing: {exc!r}', file=sys.stderr, flush=True)
 
 
-def run_warm(assignments: Any = None) -> int:
+def run_warm(assignments: Any = None, launcher_pid: int | None = None) -> int:
     """``--warm``: import torch, then become the worker the pipeline names on ``assignments`` (standard input
     by default; see the module doc). Returns the worker's exit code, 0 when no worker was asked for."""
     limit_openmp_threads(WARM_TORCH_THREADS)
@@ -240,7 +248,7 @@ def run_warm(assignments: Any = None) -> int:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    return run_worker(role, name, config, ready_file, not task.get('enable_flask_log', False))
+    return run_worker(role, name, config, ready_file, not task.get('enable_flask_log', False), launcher_pid)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -262,13 +270,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # First of all: a worker the pipeline launched dies with it, whenever that happens (ding.entry.lifeline).
+    launcher = die_with_launcher()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.warm:
-        return run_warm()
+        return run_warm(launcher_pid=launcher)
     if not (args.role and args.name and args.config):
         parser.error('--role, --name and --config are required (or --warm)')
-    return run_worker(args.role, args.name, args.config, args.ready_file, not args.enable_flask_log)
+    return run_worker(args.role, args.name, args.config, args.ready_file, not args.enable_flask_log, launcher)
 
 
 if __name__ == '__main__':

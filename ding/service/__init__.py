@@ -36,6 +36,7 @@ from typing import Any, Optional
 from easydict import EasyDict
 
 from ding.config.errors import ConfigError
+from ding.config.writer import REDACTED
 from ding.utils.lazy_import import lazy_exports
 
 SERVICE_DEFAULTS = dict(
@@ -88,6 +89,8 @@ def check_service_config(section: Mapping[str, Any] | None) -> EasyDict:
         problems.append(
             'service.token: expected None (generate one) or a string of at least 8 characters without spaces'
         )
+    elif cfg.token == REDACTED:  # read back from a config dump, which never holds the token
+        problems.append(f'service.token: {REDACTED!r} comes from a config dump; set the token again, or None')
     for key in ('json_log_every', 'weights_freq'):
         if not is_int(cfg[key]) or cfg[key] < 0:
             problems.append(f'service.{key}: expected an int >= 0, got {cfg[key]!r}')

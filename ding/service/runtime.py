@@ -204,16 +204,21 @@ class ServiceRuntime:
         server = ServiceServer(self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info)
         server.start()
         self.server = server
-        where = ''
+        # The token itself is never printed: this line lands in log files other users may read.
         if run_file:
             self.run_file = os.path.join('.', self.exp_name, run_file)
             write_run_file(
                 self.run_file, dict(info, address=server.address, url=server.url, token=token, started=time.time())
             )
-            where = f' (written to {self.run_file}; try: ding ctl status --exp-dir ./{self.exp_name})'
-        print(
-            f'[ding] run service of {self.instance} at {server.url} token={token}{where}', file=sys.stderr, flush=True
-        )
+            where = (
+                f'; control token in {self.run_file} (readable by its owner only; '
+                f'try: ding ctl status --exp-dir ./{self.exp_name})'
+            )
+        elif self.cfg.token:
+            where = '; control token: service.token of the config'
+        else:
+            where = '; control token not written anywhere (set service.token to control this run from outside)'
+        print(f'[ding] run service of {self.instance} at {server.url}{where}', file=sys.stderr, flush=True)
         self.emit('service_started', address=server.address, pid=os.getpid())
 
     # ---- the training loop's side --------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 from tests.helpers.processes import ROOT, child_env
 
@@ -127,3 +128,55 @@ def test_the_cli_module_loads_no_pipeline():
     out = subprocess.run([sys.executable, '-c', probe], env=child_env(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == '[]'
+
+
+def test_an_interrupted_run_names_the_checkpoint_that_exists(tmp_path, monkeypatch):
+    import torch
+
+    from ding.entry.cli import checkpoint_summary
+    from ding.utils.checkpoint import save_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint_summary('exp', time.time()) == 'no checkpoint exists under ./exp'
+    earlier = save_checkpoint('exp/ckpt/iteration_10', {'last_iter': 10, 'w': torch.zeros(2)})
+    started = time.time() + 1e-3
+    time.sleep(0.01)
+    # The interrupt checkpoint could not be written (say, a full disk): the summary says so, and names the older.
+    assert checkpoint_summary('exp', started) == (
+        f'no checkpoint of this run in ./exp/ckpt; the newest earlier one: ./{earlier}'
+    )
+    written = save_checkpoint('exp/ckpt/interrupt_iteration_12', {'last_iter': 12, 'w': torch.zeros(2)})
+    os.makedirs('exp/ckpt_learner1')  # a parallel learner that wrote nothing yet
+    assert checkpoint_summary('exp', started) == (
+        f'checkpoint written by this run: ./{written}; no checkpoint of this run in ./exp/ckpt_learner1 '
+        '(and none from earlier)'
+    )
+
+
+def test_ctrl_c_ends_a_serial_run_naming_its_interrupt_checkpoint(tmp_path):
+    import signal
+
+    from tests.helpers.wait import wait_until
+
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'ding.entry.cli', '-m', 'serial', '-c', DQN_CONFIG, '-s', '0'],
+        cwd=tmp_path,
+        env=child_env(DING_PROGRESS='0', OMP_NUM_THREADS='1'),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log = tmp_path / 'cartpole_dqn_seed0' / 'log'
+        wait_until(lambda: log.is_dir() and any(log.rglob('*_logger.txt')), 180, what='training', proc=proc)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-3000:]
+        assert (
+            'ding: interrupted; checkpoint written by this run: ./cartpole_dqn_seed0/ckpt/interrupt_iteration_' in err
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -146,7 +146,7 @@ def test_a_stopped_pipeline_leaves_no_worker_behind(tmp_path, sig):
         proc.wait(30)
         if sig == signal.SIGTERM:
             assert b'not solved (interrupted)' in proc.stderr.read()
-        # SIGTERM: the pipeline stops them; SIGKILL: each worker sees its parent gone within a second or two
+        # SIGTERM: the pipeline stops them; SIGKILL: each worker gets SIGTERM from the kernel (ding.entry.lifeline)
         wait_until(lambda: worker_pids(str(tmp_path)) == [], 15, what='every worker process to end')
     finally:
         if proc.poll() is None:

@@ -2,6 +2,7 @@
 collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated; weights over HTTP."""
 
 import os
+import stat
 import time
 
 import pytest
@@ -10,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from ding.config.errors import ConfigError
 from tests.helpers.parallel_run import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 
-SERVICE = dict(enable=True, weights_freq=20)
+TOKEN = 'configured-token-5e1f0c'
+SERVICE = dict(enable=True, weights_freq=20, token=TOKEN)
 
 
 def metrics_of(service: Service) -> dict:
@@ -135,6 +137,26 @@ def test_tune_batch_size_and_pacing_refuses_what_parallel_dqn_lacks(live_run):
     assert hyperparameter_gauge(learner, 'batch_size') == 16
     it = learner.status()['iteration']
     run.wait_for(lambda: learner.status()['iteration'] > it + 10, 30, 'training to go on with the new batch size')
+
+
+@pytest.mark.slow
+def test_the_token_is_only_in_the_private_run_files(live_run):
+    """Not in a log (the start-up lines on stderr), not in a config dump: only where ``ding ctl`` reads it."""
+    run, coordinator, learner = live_run
+    holders = []
+    for root, _, files in os.walk(run.cwd):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, 'rb') as f:
+                if TOKEN.encode() in f.read():
+                    holders.append(os.path.relpath(path, run.cwd))
+    run_files = [f'{EXP}/run.json', f'{EXP}/run_learner0.json']
+    assert sorted(holders) == sorted(['cfg.py'] + run_files)  # cfg.py: the user's own config file
+    assert all(stat.S_IMODE(os.stat(os.path.join(run.cwd, p)).st_mode) == 0o600 for p in run_files)
+    for dump in ('total_config.py', 'parallel_config.json'):
+        with open(os.path.join(run.exp_dir, dump)) as f:
+            assert '<redacted>' in f.read()
+    assert 'control token in ./' in run.output()
 
 
 @pytest.mark.slow

@@ -94,6 +94,19 @@ def test_run_file_is_private_and_removed_on_close(runtime_learner):
     assert runtime.control.state == 'finished'
 
 
+def test_the_start_up_line_says_where_the_token_is_and_never_shows_it(runtime_learner, capfd):
+    # Even with a umask that lets everyone read new files, the run file holding the token is the owner's only.
+    umask = os.umask(0)
+    try:
+        learner, runtime = runtime_learner(dict(enable=True, token='a-fixed-token'))
+    finally:
+        os.umask(umask)
+    err = capfd.readouterr().err
+    assert 'a-fixed-token' not in err
+    assert f'[ding] run service of learner at {runtime.server.url}; control token in ./svc/run.json' in err
+    assert stat.S_IMODE(os.stat(runtime.run_file).st_mode) == 0o600
+
+
 def test_json_event_log_lines(runtime_learner):
     learner, runtime = runtime_learner(dict(json_log=True, json_log_every=2))
     assert runtime.server is None and runtime.metrics is None  # JSON log only: no server, no prometheus
