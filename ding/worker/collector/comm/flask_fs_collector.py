@@ -31,9 +31,10 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
 from ding.worker.comm_worker import SlaveHost
+from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_collector import BaseCommCollector
-from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_sample_files, resource_info
+from .utils import PolicyFileWatcher, check_collector_task, file_prefix, remove_sample_files, resource_info
 
 # How often blocked queue operations wake up to see whether the task was closed (seconds).
 _POLL_S = 0.05
@@ -259,6 +260,13 @@ class FlaskFileSystemCollector(BaseCommCollector):
         if not isinstance(task_id, str) or not task_id:
             raise TaskFail(message="collector_start_task: task_info needs a non-empty string 'task_id'")
         cfg = self._cfg
+        try:  # before anything stops, imports or writes
+            policy_file, path_data = check_collector_task(cfg, task_info)
+        except TaskFieldError as exc:
+            self._logger.warning(f'collector_start_task {task_id} refused: {exc}')
+            raise TaskFail(
+                {'task_id': task_id, 'field': exc.field}, f'collector_start_task {task_id} refused: {exc}'
+            ) from exc
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'collector_start_task {task_id}: the comm collector is closing')
@@ -273,13 +281,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
                         f'{old.task_id} did not stop within {cfg.stop_timeout}s'
                     )
             info = dict(task_info)
-            # DI-engine's tasks name the file 'policy_update_path'.
-            info['path_policy'] = policy_file_path(
-                task_info.get('path_policy') or task_info.get('policy_update_path'),
-                task_info.get('policy_name'),
-                cfg.path_policy,
-            )
-            info['path_data'] = task_info.get('path_data') or cfg.path_data
+            info['path_policy'], info['path_data'] = policy_file, path_data
             eval_flag = bool(task_info.get('eval_flag', False))
             info['seed'] = int(cfg.seed) + (0 if eval_flag else 1000 * self._task_count)
             self._watcher.forget()
