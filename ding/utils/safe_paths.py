@@ -59,7 +59,8 @@ def check_inside(value: Any, roots: Iterable[str], what: str) -> str:
     if any(is_inside(real, root) for root in allowed):
         return real
     shown = ', '.join(resolved(root) for root in allowed) or 'none configured'
-    raise UnsafePathError(f'{what} {value!r} resolves to {real}, outside the allowed directories ({shown})')
+    where = repr(value) if real == value else f'{value!r} (resolved: {real})'
+    raise UnsafePathError(f'{what} {where} is outside the allowed directories ({shown})')
 
 
 __all__ = ['MAX_NAME_LENGTH', 'UnsafePathError', 'check_inside', 'check_plain_name', 'is_inside', 'resolved']

@@ -86,16 +86,17 @@ def check_task_imports(task_info: Mapping[str, Any], allowed: Iterable[str]) -> 
             )
 
 
-def check_task_names(task_info: Mapping[str, Any], fields: Iterable[str] = NAME_FIELDS) -> None:
-    """Refuse the task when a name field it gives (not None / empty) is not a plain name."""
+def check_task_names(task_info: Mapping[str, Any], fields: Iterable[str] = NAME_FIELDS, prefix: str = '') -> None:
+    """Refuse the task when a name field it gives (not None / empty) is not a plain name; ``prefix`` is where
+    ``task_info`` sits in the task (e.g. 'resume.')."""
     for field in fields:
         value = task_info.get(field)
         if value is None or value == '':
             continue
         try:
-            check_plain_name(value, field)
+            check_plain_name(value, prefix + field)
         except UnsafePathError as exc:
-            raise TaskFieldError(field, str(exc)) from None
+            raise TaskFieldError(prefix + field, str(exc)) from None
 
 
 def checked_path(task_info: Mapping[str, Any], field: str, roots: Iterable[str]) -> str | None:

@@ -301,9 +301,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         try:
             return TaskSettings.of(self._cfg, task_info)
         except TaskFieldError as exc:
-            self._logger.warning(f'learner_start_task {task_id} refused: {exc}')
+            self._logger.warning(f'learner_start_task {task_id}: {exc}')
             raise TaskFail(
-                {'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id} refused: {exc}'
+                {'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}'
             ) from exc
         except ValueError as exc:
             raise TaskFail(

@@ -55,7 +55,7 @@ def check_learner_task(cfg: Any, task_info: dict[str, Any]) -> tuple[str, str]:
     ckpt_dir = experiment_ckpt_dir(exp_name, task_info.get('instance_name') or cfg.name)
     resume = task_info.get('resume')
     if isinstance(resume, dict):
-        check_task_names(resume, ['policy_name'])
+        check_task_names(resume, ['policy_name'], prefix='resume.')
         _check_checkpoint_path(resume.get('checkpoint'), ckpt_dir, 'resume.checkpoint')
     else:
         _check_checkpoint_path(resume, ckpt_dir, 'resume')
