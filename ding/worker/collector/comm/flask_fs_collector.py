@@ -264,9 +264,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
             policy_file, path_data = check_collector_task(cfg, task_info)
         except TaskFieldError as exc:
             self._logger.warning(f'collector_start_task {task_id}: {exc}')
-            raise TaskFail(
-                {'task_id': task_id, 'field': exc.field}, f'collector_start_task {task_id}: {exc}'
-            ) from exc
+            raise TaskFail({'task_id': task_id, 'field': exc.field}, f'collector_start_task {task_id}: {exc}') from exc
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'collector_start_task {task_id}: the comm collector is closing')

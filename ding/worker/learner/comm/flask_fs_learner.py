@@ -302,9 +302,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             return TaskSettings.of(self._cfg, task_info)
         except TaskFieldError as exc:
             self._logger.warning(f'learner_start_task {task_id}: {exc}')
-            raise TaskFail(
-                {'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}'
-            ) from exc
+            raise TaskFail({'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}') from exc
         except ValueError as exc:
             raise TaskFail(
                 {'task_id': task_id}, f'learner_start_task {task_id}: cannot create the learner: ValueError: {exc}'

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ding.utils.file_transport import CheckpointError, load_policy
+from ding.utils.safe_paths import resolved
 from ding.worker.resume import RESUME_AUTO, RESUME_NEVER, experiment_ckpt_dir
 from ding.worker.task_fields import (
     TaskFieldError,
@@ -20,6 +21,9 @@ from ding.worker.task_fields import (
 )
 
 from .learner_run import LearnerRun
+
+# The name of a run's checkpoint directories (``ding.worker.resume.experiment_ckpt_dir``): 'ckpt', 'ckpt_<learner>'.
+CKPT_DIR = os.path.basename(experiment_ckpt_dir('run'))
 
 
 def check_positive_int(value: Any, what: str) -> int:
@@ -45,39 +49,45 @@ def check_learner_task(cfg: Any, task_info: dict[str, Any]) -> tuple[str, str]:
     """Refuse a start task that names anything outside what the comm learner was started with
     (``TaskFieldError`` naming the field): its names must be plain names, its ``import_names`` allowed by
     ``cfg`` (see ``ding.worker.task_fields``), its directories inside ``cfg.path_policy`` / ``cfg.path_data``
-    and the checkpoints it resumes from inside the run's checkpoint directory. Returns the task's
+    and the checkpoints it resumes from inside the run's checkpoint directories. Returns the task's
     ``(path_policy, path_data)``, resolved (the config's where the task names none)."""
     check_task_names(task_info)
     check_task_imports(task_info, allowed_imports(cfg))
     path_policy = checked_path(task_info, 'path_policy', [cfg.path_policy]) or cfg.path_policy
     path_data = checked_path(task_info, 'path_data', [cfg.path_data]) or cfg.path_data
-    exp_name = task_info.get('exp_name') or cfg.exp_name
-    ckpt_dir = experiment_ckpt_dir(exp_name, task_info.get('instance_name') or cfg.name)
+    run_dir = os.path.join('.', task_info.get('exp_name') or cfg.exp_name)
     resume = task_info.get('resume')
     if isinstance(resume, dict):
         check_task_names(resume, ['policy_name'], prefix='resume.')
-        _check_checkpoint_path(resume.get('checkpoint'), ckpt_dir, 'resume.checkpoint')
+        _check_checkpoint_path(resume.get('checkpoint'), run_dir, 'resume.checkpoint')
     else:
-        _check_checkpoint_path(resume, ckpt_dir, 'resume')
+        _check_checkpoint_path(resume, run_dir, 'resume')
     learner_cfg = task_info.get('learner_cfg')
     hooks = learner_cfg.get('hook') if isinstance(learner_cfg, dict) else None
     if isinstance(hooks, dict):
         for key, hook in hooks.items():
             if key == 'load_ckpt_before_run':
-                _check_checkpoint_path(hook, ckpt_dir, f'learner_cfg.hook.{key}')
+                _check_checkpoint_path(hook, run_dir, f'learner_cfg.hook.{key}')
             elif isinstance(hook, dict) and isinstance(hook.get('ext_args'), dict):
                 load_path = hook['ext_args'].get('load_path')
-                _check_checkpoint_path(load_path, ckpt_dir, f'learner_cfg.hook.{key}.ext_args.load_path')
+                _check_checkpoint_path(load_path, run_dir, f'learner_cfg.hook.{key}.ext_args.load_path')
     return path_policy, path_data
 
 
-def _check_checkpoint_path(value: Any, ckpt_dir: str, field: str) -> None:
-    """A checkpoint path of the task (not a setting such as 'auto') must lie inside the run's ``ckpt_dir``."""
+def _check_checkpoint_path(value: Any, run_dir: str, field: str) -> None:
+    """A checkpoint path of the task (not a setting such as 'auto') must lie inside one of the run's checkpoint
+    directories: ``{run_dir}/ckpt`` or ``{run_dir}/ckpt_{learner}`` (``experiment_ckpt_dir``; a task moved from
+    another learner resumes from that learner's)."""
     if value is None or value is False or value in ('', RESUME_AUTO, RESUME_NEVER):
         return
     if not isinstance(value, str):
         raise TaskFieldError(field, f'must be a checkpoint path string, got {value!r}')
-    path_inside(value, [ckpt_dir], field)
+    real = path_inside(value, [run_dir], field)
+    first = os.path.relpath(real, resolved(run_dir)).split(os.sep)[0]
+    if first != CKPT_DIR and not first.startswith(CKPT_DIR + '_'):
+        raise TaskFieldError(
+            field, f'{value!r} is not inside a checkpoint directory of the run ({run_dir}/{CKPT_DIR}[_<learner>])'
+        )
 
 
 @dataclass(frozen=True)

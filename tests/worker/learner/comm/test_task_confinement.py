@@ -143,3 +143,14 @@ def test_a_worker_without_allowed_import_names_refuses_the_policy_module(make_co
 def test_config_defaults_are_kept_when_the_task_names_none(workdir):
     cfg = EasyDict(comm_config(workdir))
     assert check_learner_task(cfg, start_task('t', 1)['task_info']) == (cfg.path_policy, cfg.path_data)
+
+
+def test_checkpoints_are_taken_from_the_runs_checkpoint_directories_only(workdir):
+    cfg = EasyDict(comm_config(workdir))
+    info = start_task('t', 1)['task_info']
+    for accepted in ('./exp/ckpt/iteration_3.safetensors', str(workdir / 'exp' / 'ckpt_learner1' / 'iteration_3')):
+        check_learner_task(cfg, dict(info, resume=accepted))
+        check_learner_task(cfg, dict(info, resume={'checkpoint': accepted, 'policy_name': 'policy_learner0'}))
+    for refused in ('./exp/log/x.safetensors', './exp', './exp2/ckpt/x', './exp/ckpt/../../x', './exp/ckptx/y'):
+        with pytest.raises(ValueError, match="task field 'resume' refused"):
+            check_learner_task(cfg, dict(info, resume=refused))
