@@ -3,7 +3,8 @@
 A task may only name things inside what the worker was started with: its names (``exp_name``,
 ``instance_name``, ``policy_name``) are plain names, so ``./{exp_name}/...`` stays under the working
 directory; its directories resolve inside the worker's configured ones; every ``import_names`` anywhere in
-it (the policy's, the env's, the model's, ...) is one the worker's local config lists (``allowed_imports``).
+it (the policy's, the env's, the model's, ...), and the module of a gymnasium ``env_id`` written
+'module:Env-v0', is one the worker's local config lists (``allowed_imports``).
 A refused field raises ``TaskFieldError`` naming the field, before anything is imported, built or written.
 """
 
@@ -56,6 +57,9 @@ def _import_fields(value: Any, where: str, depth: int) -> Iterator[tuple[str, li
             field = f'{where}.{key}' if where else str(key)
             if key == 'import_names':
                 yield field, _as_name_list(item, field)
+            elif key == 'env_id' and isinstance(item, str) and ':' in item:
+                # gymnasium.make('module:Env-v0') imports 'module' first: the same as naming it in import_names.
+                yield field, [item.split(':', 1)[0]]
             else:
                 yield from _import_fields(item, field, depth + 1)
     elif isinstance(value, (list, tuple)):

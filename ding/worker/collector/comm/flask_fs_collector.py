@@ -109,7 +109,8 @@ class FlaskFileSystemCollector(BaseCommCollector):
 
     Config (``system.collector.<name>`` of the parallel config, completed by the parallel worker): ``name``,
     ``exp_name``, ``host``, ``port`` (0: a free one, see ``.port``), ``path_data`` / ``path_policy`` (used
-    when a start task names none), ``seed`` (collector envs of the k-th task are seeded ``seed + 1000 * k``;
+    when a start task names none; one it names must lie inside them), ``allowed_import_names`` (what a start
+    task may have it import; see ``ding.worker.task_fields``), ``seed`` (collector envs of the k-th task are seeded ``seed + 1000 * k``;
     evaluator envs always ``seed``), the slave's ``heartbeat_span``, ``request_retries``,
     ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``queue_size`` (metadata chunks waiting
     for the coordinator before the collector pauses), ``data_wait_second`` (longest wait of a data task
@@ -123,6 +124,9 @@ class FlaskFileSystemCollector(BaseCommCollector):
     config = dict(
         type='flask_fs',
         import_names=['ding.worker.collector.comm.flask_fs_collector'],
+        # Modules a start task may have this worker import (its policy's, env's, ...); the parallel worker
+        # fills it from the run's local config. Any other import_names in a task is refused (task_fields).
+        allowed_import_names=[],
         name='collector0',
         exp_name='default_experiment',
         host='127.0.0.1',

@@ -45,7 +45,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
     """Comm learner over HTTP (a :class:`LearnerSlave`) and a shared file system.
 
     Config (``system.learner.<name>`` of the parallel config): ``host``, ``port`` (0: a free one, see
-    ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name others), ``send_policy_freq``,
+    ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name directories inside them),
+    ``allowed_import_names`` (what a start task may have it import; see ``ding.worker.task_fields``), ``send_policy_freq``,
     ``send_policy_min_interval`` (seconds between two policy file writes, see ``PolicyPublisher``; the
     weights published are never older than that plus one write), ``use_distributed`` (must be False), the
     slave's ``heartbeat_span``, ``request_retries``, ``request_retry_waiting``, ``request_timeout``,
@@ -63,6 +64,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
     config = dict(
         type='flask_fs',
         import_names=['ding.worker.learner.comm.flask_fs_learner'],
+        # Modules a start task may have this worker import (its policy's, env's, ...); the parallel worker
+        # fills it from the run's local config. Any other import_names in a task is refused (task_fields).
+        allowed_import_names=[],
         name='learner0',
         exp_name='default_experiment',
         host='127.0.0.1',

@@ -67,3 +67,11 @@ def test_the_policy_file_and_data_directory_inside_are_kept(workdir):
     info.pop('path_policy')
     info['path_data'] = str(workdir / 'data' / 'sub')
     assert check_collector_task(cfg, info) == (policy_path(workdir), str(workdir / 'data' / 'sub'))
+
+
+def test_an_env_id_naming_a_module_is_refused(conn, workdir):
+    task = start_task('bad', workdir)
+    task['task_info']['env']['env_id'] = MARKER + ':Marker-v0'  # gymnasium.make would import the module
+    message = failed(conn, task)
+    assert "task field 'env.env_id' refused" in message and MARKER in message
+    assert MARKER not in sys.modules
