@@ -36,6 +36,7 @@ from easydict import EasyDict
 
 from ding.utils import set_pkg_seed
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
+from ding.worker.task_fields import config_import_names
 
 from .lifeline import die_with_launcher
 from .startup import limit_openmp_threads
@@ -76,6 +77,8 @@ def worker_config(cfg: EasyDict, role: str, name: str) -> EasyDict:
     wcfg.setdefault('path_policy', cfg.system.path_policy)
     wcfg.setdefault('exp_name', cfg.main.exp_name)
     wcfg.setdefault('seed', int(cfg.main.get('seed', 0)) + _index_of(name))
+    # The only modules a task may have the worker import: those the run's own config names (ding.worker.task_fields).
+    wcfg.setdefault('allowed_import_names', config_import_names(cfg.main))
     return wcfg
 
 

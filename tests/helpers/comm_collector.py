@@ -37,6 +37,8 @@ def comm_config(workdir: Any, **overrides: Any) -> dict[str, Any]:
         request_timeout=5.0,
         data_wait_second=2.0,
         stop_timeout=10.0,
+        # what the parallel worker allows from the run's config: the tasks' policy and env modules
+        allowed_import_names=['ding.policy.dqn', 'dizoo.classic_control.cartpole.envs.cartpole_env'],
     )
     cfg.update(overrides)
     return cfg

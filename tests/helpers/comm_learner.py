@@ -37,6 +37,8 @@ def comm_config(workdir: Any, **overrides: Any) -> dict[str, Any]:
         request_retry_waiting=0.05,
         request_timeout=5.0,
         stop_timeout=10.0,
+        # what the parallel worker allows from the run's config: the tasks' policy module
+        allowed_import_names=['ding.policy.dqn'],
     )
     cfg.update(overrides)
     return cfg

@@ -31,9 +31,10 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
 from ding.worker.comm_worker import SlaveHost
+from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_collector import BaseCommCollector
-from .utils import PolicyFileWatcher, file_prefix, policy_file_path, remove_sample_files, resource_info
+from .utils import PolicyFileWatcher, check_collector_task, file_prefix, remove_sample_files, resource_info
 
 # How often blocked queue operations wake up to see whether the task was closed (seconds).
 _POLL_S = 0.05
@@ -108,7 +109,8 @@ class FlaskFileSystemCollector(BaseCommCollector):
 
     Config (``system.collector.<name>`` of the parallel config, completed by the parallel worker): ``name``,
     ``exp_name``, ``host``, ``port`` (0: a free one, see ``.port``), ``path_data`` / ``path_policy`` (used
-    when a start task names none), ``seed`` (collector envs of the k-th task are seeded ``seed + 1000 * k``;
+    when a start task names none; one it names must lie inside them), ``allowed_import_names`` (what a start
+    task may have it import; see ``ding.worker.task_fields``), ``seed`` (collector envs of the k-th task are seeded ``seed + 1000 * k``;
     evaluator envs always ``seed``), the slave's ``heartbeat_span``, ``request_retries``,
     ``request_retry_waiting``, ``request_timeout``, ``channel``, and ``queue_size`` (metadata chunks waiting
     for the coordinator before the collector pauses), ``data_wait_second`` (longest wait of a data task
@@ -122,6 +124,9 @@ class FlaskFileSystemCollector(BaseCommCollector):
     config = dict(
         type='flask_fs',
         import_names=['ding.worker.collector.comm.flask_fs_collector'],
+        # Modules a start task may have this worker import (its policy's, env's, ...); the parallel worker
+        # fills it from the run's local config. Any other import_names in a task is refused (task_fields).
+        allowed_import_names=[],
         name='collector0',
         exp_name='default_experiment',
         host='127.0.0.1',
@@ -259,6 +264,11 @@ class FlaskFileSystemCollector(BaseCommCollector):
         if not isinstance(task_id, str) or not task_id:
             raise TaskFail(message="collector_start_task: task_info needs a non-empty string 'task_id'")
         cfg = self._cfg
+        try:  # before anything stops, imports or writes
+            policy_file, path_data = check_collector_task(cfg, task_info)
+        except TaskFieldError as exc:
+            self._logger.warning(f'collector_start_task {task_id}: {exc}')
+            raise TaskFail({'task_id': task_id, 'field': exc.field}, f'collector_start_task {task_id}: {exc}') from exc
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'collector_start_task {task_id}: the comm collector is closing')
@@ -273,13 +283,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
                         f'{old.task_id} did not stop within {cfg.stop_timeout}s'
                     )
             info = dict(task_info)
-            # DI-engine's tasks name the file 'policy_update_path'.
-            info['path_policy'] = policy_file_path(
-                task_info.get('path_policy') or task_info.get('policy_update_path'),
-                task_info.get('policy_name'),
-                cfg.path_policy,
-            )
-            info['path_data'] = task_info.get('path_data') or cfg.path_data
+            info['path_policy'], info['path_data'] = policy_file, path_data
             eval_flag = bool(task_info.get('eval_flag', False))
             info['seed'] = int(cfg.seed) + (0 if eval_flag else 1000 * self._task_count)
             self._watcher.forget()

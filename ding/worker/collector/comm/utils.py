@@ -9,6 +9,7 @@ from typing import Any
 
 from ding.utils.checkpoint import manifest_path
 from ding.utils.file_transport import load_policy, split_data_id
+from ding.worker.task_fields import allowed_imports, check_task_imports, check_task_names, checked_path
 
 POLICY_SUFFIX = '.safetensors'
 
@@ -64,6 +65,21 @@ def policy_file_path(path_policy: str | None, policy_name: str | None, default_d
     return os.path.join(directory, (policy_name or 'policy_learner0') + POLICY_SUFFIX)
 
 
+def check_collector_task(cfg: Any, task_info: dict[str, Any]) -> tuple[str, str]:
+    """Refuse a start task that names anything outside what the comm collector was started with
+    (``TaskFieldError`` naming the field; see ``ding.worker.task_fields``): plain names, allowed
+    ``import_names``, the policy file inside ``cfg.path_policy`` and ``path_data`` inside ``cfg.path_data``.
+    Returns the task's policy file and data directory, resolved (the config's where the task names none)."""
+    check_task_names(task_info)
+    check_task_imports(task_info, allowed_imports(cfg))
+    # DI-engine's tasks name the file 'policy_update_path'.
+    field = 'path_policy' if task_info.get('path_policy') else 'policy_update_path'
+    given_policy = checked_path(task_info, field, [cfg.path_policy])
+    policy_file = policy_file_path(given_policy, task_info.get('policy_name'), cfg.path_policy)
+    path_data = checked_path(task_info, 'path_data', [cfg.path_data]) or cfg.path_data
+    return policy_file, path_data
+
+
 _UNSAFE = re.compile(r'[^A-Za-z0-9_.-]+')
 
 
@@ -102,4 +118,11 @@ def resource_info() -> dict[str, int]:
     return {'cpu': os.cpu_count() or 1, 'gpu': gpu}
 
 
-__all__ = ['PolicyFileWatcher', 'policy_file_path', 'file_prefix', 'remove_sample_files', 'resource_info']
+__all__ = [
+    'PolicyFileWatcher',
+    'check_collector_task',
+    'policy_file_path',
+    'file_prefix',
+    'remove_sample_files',
+    'resource_info',
+]

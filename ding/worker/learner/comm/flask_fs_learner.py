@@ -29,6 +29,7 @@ from ding.interaction import TaskFail
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
 from ding.worker.learner.hook_base import iterations_done
+from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_learner import BaseCommLearner
 from .batch_loader import BatchLoader
@@ -45,7 +46,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
     """Comm learner over HTTP (a :class:`LearnerSlave`) and a shared file system.
 
     Config (``system.learner.<name>`` of the parallel config): ``host``, ``port`` (0: a free one, see
-    ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name others), ``send_policy_freq``,
+    ``.port``), ``path_data`` / ``path_policy`` (defaults; a start task may name directories inside them),
+    ``allowed_import_names`` (what a start task may have it import; see ``ding.worker.task_fields``), ``send_policy_freq``,
     ``send_policy_min_interval`` (seconds between two policy file writes, see ``PolicyPublisher``; the
     weights published are never older than that plus one write), ``use_distributed`` (must be False), the
     slave's ``heartbeat_span``, ``request_retries``, ``request_retry_waiting``, ``request_timeout``,
@@ -63,6 +65,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
     config = dict(
         type='flask_fs',
         import_names=['ding.worker.learner.comm.flask_fs_learner'],
+        # Modules a start task may have this worker import (its policy's, env's, ...); the parallel worker
+        # fills it from the run's local config. Any other import_names in a task is refused (task_fields).
+        allowed_import_names=[],
         name='learner0',
         exp_name='default_experiment',
         host='127.0.0.1',
@@ -251,6 +256,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if not isinstance(task_info, dict) or not isinstance(task_info.get('task_id'), str):
             raise TaskFail(message="learner_start_task: task_info must be a dict with a string 'task_id'")
         task_id = task_info['task_id']
+        settings = self._task_settings(task_id, task_info)  # before anything stops, imports or writes
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'learner_start_task {task_id}: the comm learner is closing')
@@ -265,7 +271,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     )
             self._live_exchange().drain()
             try:
-                run = self._prepare_run(task_info)
+                run = self._prepare_run(settings, task_info)
             except TaskFail:
                 raise
             except Exception as exc:
@@ -296,8 +302,20 @@ class FlaskFileSystemLearner(BaseCommLearner):
             'weights_address': address,
         }
 
-    def _prepare_run(self, task_info: dict[str, Any]) -> LearnerRun:
-        settings = TaskSettings.of(self._cfg, task_info)
+    def _task_settings(self, task_id: str, task_info: dict[str, Any]) -> TaskSettings:
+        """The start task's settings; a task refused for one of its fields fails naming it (a running task is
+        left alone, nothing of the new one was imported, built or written)."""
+        try:
+            return TaskSettings.of(self._cfg, task_info)
+        except TaskFieldError as exc:
+            self._logger.warning(f'learner_start_task {task_id}: {exc}')
+            raise TaskFail({'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}') from exc
+        except ValueError as exc:
+            raise TaskFail(
+                {'task_id': task_id}, f'learner_start_task {task_id}: cannot create the learner: ValueError: {exc}'
+            ) from exc
+
+    def _prepare_run(self, settings: TaskSettings, task_info: dict[str, Any]) -> LearnerRun:
         self._send_policy_freq = settings.send_policy_freq
         return settings.new_run(task_info, self._create_learner(task_info), self._logger)
 

@@ -10,8 +10,21 @@ from typing import Any
 
 from ding.config.errors import ConfigError
 from ding.utils.file_transport import CheckpointError, load_policy
+from ding.utils.safe_paths import resolved
+from ding.worker.resume import RESUME_AUTO, RESUME_NEVER, experiment_ckpt_dir
+from ding.worker.task_fields import (
+    TaskFieldError,
+    allowed_imports,
+    check_task_imports,
+    check_task_names,
+    checked_path,
+    path_inside,
+)
 
 from .learner_run import LearnerRun
+
+# The name of a run's checkpoint directories (``ding.worker.resume.experiment_ckpt_dir``): 'ckpt', 'ckpt_<learner>'.
+CKPT_DIR = os.path.basename(experiment_ckpt_dir('run'))
 
 
 def check_positive_int(value: Any, what: str) -> int:
@@ -34,6 +47,51 @@ def check_comm_config(cfg: Any) -> None:
     check_positive_int(cfg.load_workers, f'comm learner {cfg.name}: load_workers')
 
 
+def check_learner_task(cfg: Any, task_info: dict[str, Any]) -> tuple[str, str]:
+    """Refuse a start task that names anything outside what the comm learner was started with
+    (``TaskFieldError`` naming the field): its names must be plain names, its ``import_names`` allowed by
+    ``cfg`` (see ``ding.worker.task_fields``), its directories inside ``cfg.path_policy`` / ``cfg.path_data``
+    and the checkpoints it resumes from inside the run's checkpoint directories. Returns the task's
+    ``(path_policy, path_data)``, resolved (the config's where the task names none)."""
+    check_task_names(task_info)
+    check_task_imports(task_info, allowed_imports(cfg))
+    path_policy = checked_path(task_info, 'path_policy', [cfg.path_policy]) or cfg.path_policy
+    path_data = checked_path(task_info, 'path_data', [cfg.path_data]) or cfg.path_data
+    run_dir = os.path.join('.', task_info.get('exp_name') or cfg.exp_name)
+    resume = task_info.get('resume')
+    if isinstance(resume, dict):
+        check_task_names(resume, ['policy_name'], prefix='resume.')
+        _check_checkpoint_path(resume.get('checkpoint'), run_dir, 'resume.checkpoint')
+    else:
+        _check_checkpoint_path(resume, run_dir, 'resume')
+    learner_cfg = task_info.get('learner_cfg')
+    hooks = learner_cfg.get('hook') if isinstance(learner_cfg, dict) else None
+    if isinstance(hooks, dict):
+        for key, hook in hooks.items():
+            if key == 'load_ckpt_before_run':
+                _check_checkpoint_path(hook, run_dir, f'learner_cfg.hook.{key}')
+            elif isinstance(hook, dict) and isinstance(hook.get('ext_args'), dict):
+                load_path = hook['ext_args'].get('load_path')
+                _check_checkpoint_path(load_path, run_dir, f'learner_cfg.hook.{key}.ext_args.load_path')
+    return path_policy, path_data
+
+
+def _check_checkpoint_path(value: Any, run_dir: str, field: str) -> None:
+    """A checkpoint path of the task (not a setting such as 'auto') must lie inside one of the run's checkpoint
+    directories: ``{run_dir}/ckpt`` or ``{run_dir}/ckpt_{learner}`` (``experiment_ckpt_dir``; a task moved from
+    another learner resumes from that learner's)."""
+    if value is None or value is False or value in ('', RESUME_AUTO, RESUME_NEVER):
+        return
+    if not isinstance(value, str):
+        raise TaskFieldError(field, f'must be a checkpoint path string, got {value!r}')
+    real = path_inside(value, [run_dir], field)
+    first = os.path.relpath(real, resolved(run_dir)).split(os.sep)[0]
+    if first != CKPT_DIR and not first.startswith(CKPT_DIR + '_'):
+        raise TaskFieldError(
+            field, f'{value!r} is not inside a checkpoint directory of the run ({run_dir}/{CKPT_DIR}[_<learner>])'
+        )
+
+
 @dataclass(frozen=True)
 class TaskSettings:
     """What a start task sets for its run (from its learner config, falling back to the comm learner's)."""
@@ -47,7 +105,9 @@ class TaskSettings:
 
     @classmethod
     def of(cls, cfg: Any, task_info: dict[str, Any]) -> TaskSettings:
-        """``cfg``: the comm learner's config; ``task_info``: the start task's."""
+        """``cfg``: the comm learner's config; ``task_info``: the start task's. A task naming anything outside
+        the comm learner's directories or allowed imports raises ``TaskFieldError`` (``check_learner_task``)."""
+        path_policy, path_data = check_learner_task(cfg, task_info)
         learner_cfg = task_info.get('learner_cfg') or {}
         if not isinstance(learner_cfg, dict):
             learner_cfg = {}
@@ -62,8 +122,8 @@ class TaskSettings:
         instance_name = task_info.get('instance_name') or cfg.name
         return cls(
             policy_name=task_info.get('policy_name') or f'policy_{instance_name}',
-            path_policy=task_info.get('path_policy') or cfg.path_policy,
-            path_data=task_info.get('path_data') or cfg.path_data,
+            path_policy=path_policy,
+            path_data=path_data,
             max_staleness=float(max_staleness),
             send_policy_freq=check_positive_int(freq, "learner config 'send_policy_freq'"),
             comm_batches=check_positive_int(comm_batches, "learner config 'comm_batches'"),
@@ -118,4 +178,4 @@ def _resume_published_weights(run: LearnerRun, resume: dict[str, Any], logger: A
     logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
 
 
-__all__ = ['TaskSettings', 'apply_resume', 'check_comm_config', 'check_positive_int']
+__all__ = ['TaskSettings', 'apply_resume', 'check_comm_config', 'check_learner_task', 'check_positive_int']

@@ -270,9 +270,10 @@ def test_failed_collection_fails_the_data_task(conn, workdir):
 
 
 def test_unwritable_data_directory_fails_the_data_task(conn, workdir):
-    (workdir / 'not_a_dir').write_text('a file where the data directory should be')
+    (workdir / 'data').mkdir(exist_ok=True)
+    (workdir / 'data' / 'not_a_dir').write_text('a file where the data directory should be')
     task = start_task('t1', workdir)
-    task['task_info']['path_data'] = str(workdir / 'not_a_dir')
+    task['task_info']['path_data'] = str(workdir / 'data' / 'not_a_dir')  # inside the worker's path_data
     ok(conn, task)
     message = failed(conn, data_task('t1'))
     assert 'collector task t1 failed' in message and 'writing samples failed' in message
