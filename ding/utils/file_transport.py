@@ -148,7 +148,7 @@ def load_policy(path: str) -> tuple[dict[str, Any], int]:
             data = f.read()
     except OSError as exc:
         raise CheckpointError(f'policy file {path}: cannot read: {exc.strerror or exc}') from None
-    if is_policy_file(data):
+    if is_policy_file(data) or not os.path.exists(manifest_path(path)):  # without a manifest: say what is wrong
         return decode_policy(data, path)
     state = load_checkpoint(path)
     return state['model'], int(state.get('policy_iter', state.get('last_iter', 0)))
