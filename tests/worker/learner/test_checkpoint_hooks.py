@@ -1,0 +1,28 @@
+"""Storage faults while writing checkpoints: one clear error naming the path and the iteration not saved.
+
+The fault is real, and one that root cannot write through either (chmod is no obstacle to root): the
+checkpoint directory's path is taken by a regular file, so creating it fails with ``FileExistsError``."""
+
+import os
+
+import pytest
+
+from ding.utils.atomic_file import StorageError
+from ding.worker.learner import BaseLearner
+from tests.helpers.learner_policies import learner_cfg, make_batch, make_policy
+
+
+def test_unwritable_checkpoint_directory_raises_one_storage_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lrn = BaseLearner(learner_cfg(save_ckpt_after_iter=1), make_policy())
+    try:
+        os.makedirs('default_experiment', exist_ok=True)
+        with open(os.path.join('default_experiment', 'ckpt'), 'w') as f:
+            f.write('a file where the checkpoint directory should be')
+        with pytest.raises(StorageError) as failure:
+            lrn.train(make_batch(0))
+    finally:
+        lrn.close()
+    message = str(failure.value)
+    assert os.path.join('default_experiment', 'ckpt', 'iteration_1.safetensors') in message
+    assert 'iteration 1 was NOT saved' in message and failure.value.errno is not None
