@@ -54,9 +54,18 @@ def learner_pid(exp_dir: str) -> int | None:
         return None
 
 
+def tasks_started(exp_dir: str) -> int:
+    path = os.path.join(exp_dir, 'log', 'comm_learner0', 'comm_learner0_logger.txt')
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return f.read().count(' started at iteration ')
+    except OSError:
+        return 0
+
+
 def logs_text(exp_dir: str) -> str:
     parts = []
-    for path in sorted(glob.glob(os.path.join(exp_dir, 'log', '**', '*'), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(exp_dir, 'log', '**', '*_logger.txt'), recursive=True)):
         if os.path.isfile(path):
             with open(path, encoding='utf-8', errors='replace') as f:
                 parts.append(f.read())
@@ -68,7 +77,7 @@ def main() -> None:
     parser.add_argument('--kills', type=int, default=5)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--ckpt-every', type=int, default=100)
-    parser.add_argument('--max-wait', type=float, default=12.0, help='longest wait after a (re)start before a kill')
+    parser.add_argument('--max-wait', type=float, default=6.0, help='longest wait after a (re)start before a kill')
     parser.add_argument('--timeout', type=float, default=900.0, help='seconds for the whole run')
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -90,7 +99,8 @@ def main() -> None:
         previous = None
         while len(killed) < args.kills and proc.poll() is None and time.time() - start < args.timeout:
             pid = learner_pid(exp_dir)
-            if pid is None or pid == previous:
+            # kill only a learner that is training: its task started after the previous kill
+            if pid is None or pid == previous or tasks_started(exp_dir) <= len(killed):
                 time.sleep(0.2)
                 continue
             time.sleep(rng.uniform(2.0, args.max_wait))

@@ -126,17 +126,30 @@ def _resume_published_weights(run: LearnerRun, resume: dict[str, Any], logger: A
     return path
 
 
+def _published_iter(run: LearnerRun, resume: dict[str, Any]) -> int | None:
+    """The iteration of the dead learner's last published weights (a policy file verifies alone), or None."""
+    name = resume.get('weights_from') or resume.get('policy_name')
+    if not name:
+        return None
+    try:
+        return load_policy(os.path.join(run.path_policy, str(name) + '.safetensors'))[1]
+    except CheckpointError:
+        return None
+
+
 def _report_lost_iterations(run: LearnerRun, resume: dict[str, Any], source: str | None, logger: Any) -> None:
-    last_iter = resume.get('last_iter')
-    if isinstance(last_iter, bool) or not isinstance(last_iter, int):
+    # The coordinator's count lags the learner by the learn infos in flight; the last published weights say
+    # how far the dead learner really got, give or take one publishing interval.
+    reached = [v for v in (resume.get('last_iter'), _published_iter(run, resume)) if type(v) is int]
+    if not reached:
         return
     resumed = int(run.learner.train_iter)
-    lost = last_iter - resumed
+    lost = max(reached) - resumed
     if lost > 0:
         where = source if source is not None else 'fresh weights'
         logger.warning(
             f'learner task {run.task_id}: resumed at iteration {resumed} from {where}; {lost} iterations of '
-            f'training lost (the previous learner had reached iteration {last_iter})'
+            f'training lost (the previous learner had reached iteration {max(reached)})'
         )
 
 

@@ -55,3 +55,16 @@ def test_a_corrupt_policy_file_means_fresh_weights_and_says_so(run, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and 'training starts from fresh weights' in warnings[0] and path in warnings[0]
     assert '175 iterations of training lost' in warnings[1]
+
+
+def test_after_a_checkpoint_the_published_weights_say_how_far_the_dead_learner_got(run, caplog):
+    save_policy(run.path_policy, 'policy_old', make_model().state_dict(), 160)  # newer than the count below
+    run.learner.last_iter.update(100)
+    run.learner.resumed_from = 'iteration_100.safetensors'  # as if resume_learner had loaded it
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        apply_resume(run, _resume(120), logging.getLogger(LOGGER))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        'learner task learner_task_2: resumed at iteration 100 from iteration_100.safetensors; 60 iterations of '
+        'training lost (the previous learner had reached iteration 160)'
+    ]
