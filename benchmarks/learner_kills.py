@@ -2,8 +2,8 @@
 silently lost.
 
 One ``ding -m parallel`` run (stop value 195, a learner checkpoint every ``--ckpt-every`` iterations, the run
-service on so the learner's run file names its pid). Each kill waits a random 2-``--max-wait`` seconds after
-the learner (re)started, then SIGKILLs it; the pipeline restarts it and the learner resumes. After the kills
+service on so the learner's run file names its pid). Each kill waits until the (re)started learner has started
+its task, then a random 2-``--max-wait`` seconds, then SIGKILLs it; the pipeline restarts it and the learner resumes. After the kills
 the run must solve. From the logs, per kill: where the learner resumed from (checkpoint or policy file), at
 which iteration, and the iterations lost that the learner reported at WARNING.
 
