@@ -5,6 +5,15 @@ from __future__ import annotations
 import os
 
 
+class StorageError(OSError):
+    """A file that could not be written (disk full, read-only or missing directory...). The message names the
+    path and what was not saved; ``errno`` is the cause's."""
+
+    def __init__(self, message: str, cause: OSError | None = None) -> None:
+        super().__init__(message)
+        self.errno = cause.errno if cause is not None else None
+
+
 def fsync_dir(directory: str) -> None:
     # Makes the renames durable; some filesystems cannot open/fsync a directory, which is not fatal.
     try:
@@ -44,4 +53,4 @@ def remove_quietly(path: str) -> None:
         pass
 
 
-__all__ = ['fsync_dir', 'write_temp', 'remove_quietly']
+__all__ = ['StorageError', 'fsync_dir', 'write_temp', 'remove_quietly']

@@ -70,6 +70,7 @@ class TaskScheduler:
         self._task_state: dict[str, TaskState] = {}
         self._historical_task: deque[str] = deque(maxlen=1000)
         self._retries: dict[str, int] = {}
+        self._carried_resume: dict[str, Any] | None = None  # a given-up learner task's progress, for the next one
         self._changed = threading.Condition()
         self._threads: list[threading.Thread] = []
         self.stopped = True
@@ -155,6 +156,7 @@ class TaskScheduler:
             if queued is None:
                 continue
             task, put_time = queued
+            self._carry_progress_into(task)
             while not self.stopped and not self._give_up_if_late('learner', task, put_time):
                 self._control.add_service_fields(task)
                 self._data.ensure_buffer(task)
@@ -256,6 +258,11 @@ class TaskScheduler:
     def _give_up(self, kind: str, task: dict) -> None:
         self._task_state.pop(task['task_id'], None)
         if kind == 'learner':
+            # The next learner task continues this one's training (its newest checkpoint of this run, else its
+            # last published weights), never from iteration 0; the learner logs what could not be kept.
+            carried = self._control.retry_resume(task, self._train_iter())
+            carried['weights_from'] = carried.pop('policy_name', None)
+            self._carried_resume = carried
             with self._commander_lock:
                 self._commander.notify_fail_learner_task(task)
             self._data.close_buffer(task['buffer_id'])
@@ -266,6 +273,12 @@ class TaskScheduler:
             if ended:
                 self._end_run(getattr(self._commander, 'end_reason', '') or 'the commander ended the run')
         self.notify_change()
+
+    def _carry_progress_into(self, task: dict) -> None:
+        carried, self._carried_resume = self._carried_resume, None
+        if carried is not None and not task.get('resume'):
+            task['resume'] = carried
+            self._info(f'learner task {task["task_id"]} resumes the given-up task at iteration {carried["last_iter"]}')
 
     def failed_task_records(self) -> list[dict[str, Any]]:
         with self._stats_lock:

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from ding.config.merge import deep_merge_dicts
+from ding.utils.atomic_file import StorageError
 from ding.utils.data_loader import AsyncDataLoader
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
@@ -305,6 +306,9 @@ class BaseLearner(LearnerState, LearnerConnections):
 
     def _save_exception_checkpoint(self, exc: BaseException) -> None:
         n = self._last_iter.val
+        if isinstance(exc, StorageError):  # one clear line; another checkpoint there would fail the same way
+            self._logger.error(f'[RANK{self._rank}]: learner stopped at iteration {n}: {exc}')
+            return
         tb_text = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self._logger.error(f'[RANK{self._rank}]: learner failed at iteration {n}:\n{tb_text}')
         try:

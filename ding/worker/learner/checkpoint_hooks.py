@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ding.utils.atomic_file import StorageError
 from ding.utils.checkpoint import get_rng_state, load_checkpoint, prune_checkpoints, save_checkpoint, set_rng_state
 from ding.worker.resume import experiment_ckpt_dir
 
@@ -33,7 +34,8 @@ def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
     The state is ``policy.state_dict()`` plus ``last_iter``, ``last_step`` (collector env steps),
     ``rng_state`` and, when ``engine.checkpoint_extras`` is set, ``extra_state``; the learner's
     ``config_hash`` goes into the manifest. Only rank 0 writes; other ranks get None. Returns the
-    written path.
+    written path. A checkpoint that cannot be written (disk full, read-only or missing directory) raises
+    ``StorageError`` naming the path and the iteration not saved.
     """
     if engine.rank != 0:
         return None
@@ -42,7 +44,6 @@ def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
     if iteration is None:
         iteration = iterations_done(engine)
     dirname = checkpoint_dir(engine)
-    os.makedirs(dirname, exist_ok=True)
     name = _strip_suffix(str(engine.ckpt_name or f'iteration_{iteration}'))
     # A shallow copy: the policy may hand out a dict it keeps using.
     state = dict(engine.policy.state_dict())
@@ -54,7 +55,16 @@ def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
     extras = getattr(engine, 'checkpoint_extras', None)
     if extras:
         state['extra_state'] = {k: get() for k, get in extras.items()}
-    path = save_checkpoint(os.path.join(dirname, name), state, config_hash=getattr(engine, 'config_hash', '') or '')
+    target = os.path.join(dirname, name)
+    try:
+        os.makedirs(dirname, exist_ok=True)
+        path = save_checkpoint(target, state, config_hash=getattr(engine, 'config_hash', '') or '')
+    except OSError as exc:
+        raise StorageError(
+            f'{engine.instance_name}: cannot write checkpoint {target}.safetensors '
+            f'({exc.strerror or exc}); the learner state of iteration {iteration} was NOT saved',
+            exc,
+        ) from exc
     engine.checkpoint_written(int(iteration), path)
     engine.info(f'{engine.instance_name} saved checkpoint {path} (iteration {iteration})')
     return path

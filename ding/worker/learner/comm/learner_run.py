@@ -132,6 +132,7 @@ class LearnerRun:
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
         self.published = threading.Event()  # set: the weights were published once (before_run)
         self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
+        self.publish_error: str | None = None  # why the last policy file could not be written (logged once)
         # Learn infos of a num_batches run not handed to the learn task yet, and whether the next one goes at
         # once (a learn task that saw a later demand waits for its first info to answer)
         self.info_group: list[dict[str, Any]] = []

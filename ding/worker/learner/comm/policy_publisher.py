@@ -1,5 +1,5 @@
 """Publishing a learner's weights as the policy file collectors read: on a thread of its own, newest first,
-at most once per interval (``PolicyPublisher``), written beside the old file and renamed over it
+at most once per interval (``PolicyPublisher``), as one self-verifying file renamed over the old one
 (``write_policy_file``)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from ding.utils.checkpoint import manifest_path
 from ding.utils.file_transport import save_policy
 
 
@@ -90,18 +89,11 @@ class PolicyPublisher:
                     cond.notify_all()
 
 
-def write_policy_file(path_policy: str, policy_name: str, model: dict[str, Any], policy_iter: int) -> None:
-    """Write ``{path_policy}/{policy_name}.safetensors`` (and its manifest).
-
-    ``save_policy`` overwriting the file in place would leave collectors polling it without a manifest
-    for the whole write; writing into ``{path_policy}/.staging`` and renaming both files over the old
-    ones shrinks the window in which a reader finds a mismatched pair to two renames.
-    """
-    staging = os.path.join(path_policy, '.staging')
-    data = save_policy(staging, policy_name, model, policy_iter)
-    os.replace(data, os.path.join(path_policy, os.path.basename(data)))
-    manifest = manifest_path(data)
-    os.replace(manifest, os.path.join(path_policy, os.path.basename(manifest)))
+def write_policy_file(path_policy: str, policy_name: str, model: dict[str, Any], policy_iter: int) -> str:
+    """Write ``{path_policy}/{policy_name}.safetensors`` with one rename (``save_policy``): a learner killed at
+    any moment leaves the previous or the new file, both verifiable, so a restarted learner and the collectors
+    always find usable weights. Returns the path."""
+    return save_policy(path_policy, policy_name, model, policy_iter)
 
 
 def cpu_snapshot(model: dict[str, Any]) -> dict[str, Any]:
@@ -111,9 +103,24 @@ def cpu_snapshot(model: dict[str, Any]) -> dict[str, Any]:
 
 def write_run_policy(run: Any, model: dict[str, Any], policy_iter: int, logger: Any) -> None:
     """Publisher thread: write a learner run's policy file (``run.path_policy`` / ``run.policy_name``), then
-    set ``run.published``. A failed write is logged: collectors keep their last weights, training goes on."""
+    set ``run.published``. A failed write is logged at ERROR once, naming the path and the iteration not
+    published, and again only when the cause changes (a full or read-only disk would otherwise log every
+    publish); collectors keep their last weights and the learner's checkpoints decide what a restart loses.
+    Writing again after a failure is logged too."""
+    path = os.path.join(run.path_policy, run.policy_name + '.safetensors')
     try:
         write_policy_file(run.path_policy, run.policy_name, model, policy_iter)
     except Exception as exc:
-        logger.error(f'learner task {run.task_id}: cannot write the policy to {run.path_policy}: {exc}')
+        cause = f'{type(exc).__name__}: {getattr(exc, "strerror", None) or exc}'
+        if run.publish_error != cause:
+            logger.error(
+                f'learner task {run.task_id}: cannot write the policy file {path} ({cause}); the weights of '
+                f'iteration {policy_iter} were not published (collectors keep older weights). Further failures '
+                'with the same cause are not logged.'
+            )
+        run.publish_error = cause
+    else:
+        if run.publish_error is not None:
+            logger.warning(f'learner task {run.task_id}: policy file {path} written again (iteration {policy_iter})')
+        run.publish_error = None
     run.published.set()

@@ -146,36 +146,73 @@ class TaskSettings:
 
 
 def apply_resume(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
-    """A resumed task (``task_info['resume']``): a learner that found no checkpoint of this run continues from
-    the weights the dead learner last published; the iterations left are counted from where it resumed."""
+    """A resumed task (``task_info['resume']``): the learner has loaded the newest valid checkpoint of its own
+    when there is one (``resumed_from``); otherwise it continues from the weights the dead learner last
+    published (``resume['weights_from']`` or ``resume['policy_name']``: a policy file verifies alone). Whatever
+    the dead learner had done beyond the resumed iteration (``resume['last_iter']``) is logged at WARNING with
+    the iterations lost. The iterations left are counted from where it resumed."""
     resume = task_info.get('resume')
     if not resume:
         return
     learner = run.learner
-    if isinstance(resume, dict) and getattr(learner, 'resumed_from', None) is None:
-        _resume_published_weights(run, resume, logger)
-    elif isinstance(resume, dict) and resume.get('policy_name'):
-        run.policy_name = resume['policy_name']
+    if isinstance(resume, dict):
+        if resume.get('policy_name'):  # the same task moved here: publish under the name collectors read
+            run.policy_name = str(resume['policy_name'])
+        source = getattr(learner, 'resumed_from', None)
+        if source is None:
+            source = _resume_published_weights(run, resume, logger)
+        _report_lost_iterations(run, resume, source, logger)
     run.start_iter = learner.train_iter
     max_iterations = task_info.get('max_iterations')
     if max_iterations is not None:
         learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
 
 
-def _resume_published_weights(run: LearnerRun, resume: dict[str, Any], logger: Any) -> None:
-    if resume.get('policy_name'):
-        run.policy_name = resume['policy_name']
-    path = os.path.join(run.path_policy, run.policy_name + '.safetensors')
+def _resume_published_weights(run: LearnerRun, resume: dict[str, Any], logger: Any) -> str | None:
+    """Load the dead learner's policy file into ``run.learner``; returns its path, or None (fresh weights)."""
+    name = resume.get('weights_from') or resume.get('policy_name') or run.policy_name
+    path = os.path.join(run.path_policy, str(name) + '.safetensors')
     try:
         state, policy_iter = load_policy(path)
         run.learner.policy.load_state_dict({'model': state})
     except (CheckpointError, KeyError, RuntimeError) as exc:
         logger.warning(
-            f'learner task {run.task_id}: cannot resume from {path} ({exc}); training starts from fresh weights'
+            f'learner task {run.task_id}: no valid checkpoint of this run and cannot resume from {path} ({exc}); '
+            'training starts from fresh weights'
         )
-        return
+        return None
     run.learner.last_iter.update(policy_iter)
-    logger.info(f'learner task {run.task_id}: resumed from {path} at iteration {policy_iter}')
+    logger.info(
+        f'learner task {run.task_id}: no valid checkpoint of this run; resumed from {path} at iteration {policy_iter}'
+    )
+    return path
+
+
+def _published_iter(run: LearnerRun, resume: dict[str, Any]) -> int | None:
+    """The iteration of the dead learner's last published weights (a policy file verifies alone), or None."""
+    name = resume.get('weights_from') or resume.get('policy_name')
+    if not name:
+        return None
+    try:
+        return load_policy(os.path.join(run.path_policy, str(name) + '.safetensors'))[1]
+    except CheckpointError:
+        return None
+
+
+def _report_lost_iterations(run: LearnerRun, resume: dict[str, Any], source: str | None, logger: Any) -> None:
+    # The coordinator's count lags the learner by the learn infos in flight; the last published weights say
+    # how far the dead learner really got, give or take one publishing interval.
+    reached = [v for v in (resume.get('last_iter'), _published_iter(run, resume)) if type(v) is int]
+    if not reached:
+        return
+    resumed = int(run.learner.train_iter)
+    lost = max(reached) - resumed
+    if lost > 0:
+        where = source if source is not None else 'fresh weights'
+        logger.warning(
+            f'learner task {run.task_id}: resumed at iteration {resumed} from {where}; {lost} iterations of '
+            f'training lost (the previous learner had reached iteration {max(reached)})'
+        )
 
 
 __all__ = ['TaskSettings', 'apply_resume', 'check_comm_config', 'check_learner_task', 'check_positive_int']

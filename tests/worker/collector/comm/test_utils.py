@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from ding.utils.checkpoint import CheckpointError, manifest_path
+from ding.utils.checkpoint import CheckpointError, manifest_path, save_checkpoint
 from ding.utils.file_transport import save_policy, save_samples
 from ding.worker.collector.comm import PolicyFileWatcher, create_comm_collector
 from ding.worker.collector.comm.utils import file_prefix, policy_file_path, remove_sample_files
@@ -48,21 +48,23 @@ def test_watcher_reads_each_version_once(tmp_path):
     assert watcher.poll(path)['iter'] == 5
 
 
-def test_watcher_retries_when_only_the_manifest_changes(tmp_path):
-    """The learner renames the data file, then the manifest: a read between the two fails, the next succeeds."""
-    save_policy(str(tmp_path / 'old'), 'p', _weights(1.0), 1)
-    save_policy(str(tmp_path / 'new'), 'p', _weights(2.0), 2)
+def test_watcher_reads_one_rename_versions_and_the_older_pair(tmp_path):
+    """A policy file is one file published with one rename: each version reads alone, whatever lies beside it;
+    the older data + manifest pair (a checkpoint holding 'model' and 'policy_iter') still reads."""
     path = str(tmp_path / 'p.safetensors')
-    os.replace(tmp_path / 'old' / 'p.safetensors', path)
-    os.replace(manifest_path(str(tmp_path / 'old' / 'p')), manifest_path(path))
+    save_checkpoint(str(tmp_path / 'p'), {'model': _weights(1.0), 'policy_iter': 1})
     watcher = PolicyFileWatcher()
     assert watcher.poll(path)['iter'] == 1
 
-    os.replace(tmp_path / 'new' / 'p.safetensors', path)  # data renamed, manifest not yet
-    with pytest.raises(CheckpointError, match='mismatch'):
-        watcher.poll(path)
-    os.replace(manifest_path(str(tmp_path / 'new' / 'p')), manifest_path(path))
-    assert watcher.poll(path)['iter'] == 2
+    save_policy(str(tmp_path / 'new'), 'p', _weights(2.0), 2)
+    assert os.listdir(tmp_path / 'new') == ['p.safetensors']  # no manifest: the header carries the sha256
+    os.replace(tmp_path / 'new' / 'p.safetensors', path)  # the old manifest is still there
+    info = watcher.poll(path)
+    assert info['iter'] == 2
+    torch.testing.assert_close(info['model'], _weights(2.0))
+    save_policy(str(tmp_path), 'p', _weights(3.0), 3)
+    assert not os.path.exists(manifest_path(path))  # publishing removes the stale manifest
+    assert watcher.poll(path)['iter'] == 3
 
 
 def test_policy_file_path_and_file_prefix(tmp_path):
