@@ -10,6 +10,7 @@ import time
 
 from ding import __version__
 from ding.config import ConfigError, read_config
+from ding.utils.atomic_file import StorageError
 from ding.utils.builtin import import_builtin_components
 from ding.utils.registry import REGISTRIES
 
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             code = _run_one(args, cfg, create_cfg, system_cfg, seed)
         except ConfigError as exc:
             return _fail(str(exc))
+        except StorageError as exc:  # a checkpoint the disk refused: one line naming the file, not a traceback
+            return _fail(str(exc), 1)
         except KeyboardInterrupt:
             print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
             return 130
