@@ -69,7 +69,18 @@ PIPELINE_KEYS = {
 
 # Top-level keys of a main config besides the component sections (env, policy, reward_model, ...): what the
 # pipelines read there. Any other top-level key is refused as a typo (e.g. ``srvice=dict(...)``).
-TOP_LEVEL_KEYS = ('exp_name', 'seed', 'env', 'policy', 'service', 'resume', 'reward_model', 'world_model')
+# wandb_logger: DI-engine's configs carry it; accepted so they load (this framework does not log to wandb).
+TOP_LEVEL_KEYS = (
+    'exp_name',
+    'seed',
+    'env',
+    'policy',
+    'service',
+    'resume',
+    'reward_model',
+    'world_model',
+    'wandb_logger',
+)
 
 # The system section of a parallel config (``ding.config.system``): its own keys with their defaults (a None
 # default is checked by ``SYSTEM_TYPES``), and the keys a worker entry (``system.learner.learner0``) may hold
