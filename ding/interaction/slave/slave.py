@@ -7,6 +7,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,8 @@ from ..exception import SlaveErrorCode, get_master_exception_by_error
 from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
 
 logger = logging.getLogger(__name__)
+# Seconds between two log lines about refused (unauthenticated) connects.
+REFUSAL_LOG_SPAN = 10.0
 
 
 class _MasterLink:
@@ -110,6 +113,8 @@ class Slave(PeerService):
         )
         self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
         self._verifier = ConnectVerifier(secret) if secret is not None else None
+        self._refusals = 0
+        self._refusal_logged_at = -REFUSAL_LOG_SPAN
 
         self._link: _MasterLink | None = None
         self._link_lock = threading.Lock()
@@ -198,9 +203,25 @@ class Slave(PeerService):
         try:
             return self._verifier.verify(request.headers.get(AUTH_HEADER), self.port)
         except AuthError as err:
-            logger.warning('slave %s refused a /connect from %s: %s', self, request.remote_addr, err)
+            self._log_refusal(err)
             code = SlaveErrorCode.MASTER_SECRET_NOT_GIVEN if err.missing else SlaveErrorCode.MASTER_SECRET_NOT_MATCH
             raise ResponsibleException(code, str(err)) from None
+
+    def _log_refusal(self, err: AuthError) -> None:
+        """A WARNING per refused connect, at most one every ``REFUSAL_LOG_SPAN`` s (a flood cannot fill the log)."""
+        now = time.monotonic()
+        with self._link_lock:
+            self._refusals += 1
+            if now - self._refusal_logged_at < REFUSAL_LOG_SPAN:
+                return
+            count, self._refusals, self._refusal_logged_at = self._refusals, 0, now
+        logger.warning(
+            'slave %s refused %d unauthenticated /connect request(s); the last from %s: %s',
+            self,
+            count,
+            request.remote_addr,
+            err,
+        )
 
     def _refuse_if_connected(self) -> None:
         link = self._link
