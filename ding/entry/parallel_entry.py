@@ -328,7 +328,9 @@ def _replace_squatted(
             coordinator.error(f'{kind} {name} is held by someone else and runs on another host: replace it there')
             continue
         if w in restarting:
-            continue
+            if not w.check_ready():
+                continue  # not serving yet: what answered on its port is someone else, and it cannot bind there
+            restarting.remove(w)
         if w.restarts >= MAX_RESTARTS:
             raise RuntimeError(f'{kind} {name} was held by someone else after {w.restarts} restarts; giving up')
         w.kill()

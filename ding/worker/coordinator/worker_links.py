@@ -178,6 +178,7 @@ class WorkerLinks:
             if worker is None:
                 worker = self._workers[kind][name] = WorkerLink(kind, name, host, port)
             worker.host, worker.port = host, int(port)
+            worker.squatted = False  # a new address: report it again if someone holds that one too
         self.lose_worker(kind, name, 'the worker process exited')
 
     def _connect_loop(self) -> None:
