@@ -24,6 +24,7 @@ from ding.config.errors import ConfigError
 from ding.config.loader import read_config
 from ding.config.parallel import find_free_port
 from ding.config.writer import redact_secrets
+from ding.interaction.base.auth import new_run_secret, resolve_run_secret
 from ding.utils.jsonable import to_jsonable
 from ding.worker.coordinator.coordinator import Coordinator
 
@@ -38,6 +39,8 @@ READY_TIMEOUT = 120.0
 MAX_RESTARTS = 5
 # seconds between two writes of ./{exp}/coordinator_state.json (env steps etc. for --resume)
 STATE_SAVE_INTERVAL = 1.0
+# Seconds to wait for a killed worker to be reaped before it is relaunched.
+STOP_WAIT = 10.0
 
 
 @dataclass
@@ -135,9 +138,11 @@ def parallel_pipeline(
     if exp_name:
         main_cfg.exp_name = exp_name
     run_started = time.time()
+    secret = _run_secret(system_cfg)
     warm = WarmWorkers(
         expected_local_workers(main_cfg, system_cfg),
         os.path.join('.', main_cfg.get('exp_name') or 'default_experiment'),
+        secret,
     )
     try:
         # Resume check, compile, config checks: in another process, so that this one (the coordinator) never
@@ -158,7 +163,7 @@ def parallel_pipeline(
     # Workers on this machine are launched here; one whose host is another machine is started there by the
     # user (``python -m ding.entry.parallel_worker ...``) and the coordinator connects to it once it serves.
     workers = [
-        WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log))
+        WorkerProcess(role, name, config_json, run_dir, log_dir, bool(disable_flask_log), secret)
         for role in ('learner', 'collector')
         for name, entry in cfg.system[role].items()
         if is_local_host(entry.host)
@@ -182,6 +187,7 @@ def parallel_pipeline(
                 log_to_console=bool(enable_total_log),
                 resume=resume_path,
                 run_started=run_started,
+                secret=secret,
             )
             service = _start_service(cfg, coordinator)
             coordinator.start()
@@ -221,6 +227,16 @@ def parallel_pipeline(
         {w.name: w.restarts for w in workers},
         summary,
     )
+
+
+def _run_secret(system_cfg: EasyDict) -> str:
+    """The secret the coordinator proves to its workers: from ``system.secret_file`` or ``$DING_RUN_SECRET``
+    (multi-host runs, where each host's workers need the same one), else a fresh one for this run."""
+    try:
+        secret = resolve_run_secret(system_cfg.get('secret_file'))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return secret if secret is not None else new_run_secret()
 
 
 def _relaunch_on_new_port(w: WorkerProcess, cfg: EasyDict, config_json: str) -> int:
@@ -300,6 +316,37 @@ def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
     return runtime
 
 
+def _replace_squatted(
+    coordinator: Any,
+    workers: list[WorkerProcess],
+    restarting: list[WorkerProcess],
+    moved: set[str],
+    cfg: EasyDict,
+    config_json: str,
+) -> None:
+    """Workers the coordinator found held by someone else (bound to another master, or their port answered by
+    a process without this run's secret): stop the one this pipeline launched, start it again on a new port."""
+    for kind, name in coordinator.take_squatted_workers():
+        w = next((w for w in workers if w.role == kind and w.name == name), None)
+        if w is None:
+            coordinator.error(f'{kind} {name} is held by someone else and runs on another host: replace it there')
+            continue
+        if w in restarting:
+            if not w.check_ready():
+                continue  # not serving yet: what answered on its port is someone else, and it cannot bind there
+            restarting.remove(w)
+        if w.restarts >= MAX_RESTARTS:
+            raise RuntimeError(f'{kind} {name} was held by someone else after {w.restarts} restarts; giving up')
+        w.kill()
+        w.wait(STOP_WAIT)
+        coordinator.notify_worker_dead(kind, name)
+        w.restarts += 1
+        port = _relaunch_on_new_port(w, cfg, config_json)
+        moved.add(name)
+        restarting.append(w)
+        coordinator.error(f'{kind} {name} was held by someone else: replaced it on port {port} (restart {w.restarts})')
+
+
 def _supervise(
     coordinator: Any,
     workers: list[WorkerProcess],
@@ -310,6 +357,7 @@ def _supervise(
 ) -> str:
     """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
     restarting: list[WorkerProcess] = []
+    moved: set[str] = set()  # relaunched on a new port: the coordinator connects there once it serves
     while not coordinator.system_shutdown_flag:
         coordinator.poll_service()  # run control: tunes, pause / resume, terminate (between rounds)
         coordinator.save_state(min_interval=STATE_SAVE_INTERVAL)  # the counters --resume continues from
@@ -332,14 +380,17 @@ def _supervise(
             w.restarts += 1
             if code == EXIT_PORT_IN_USE:
                 _relaunch_on_new_port(w, cfg, config_json)
+                moved.add(w.name)
             else:
                 w.launch()
             coordinator.info(f'{w.role} {w.name} exited with code {code}: restarted it (restart {w.restarts})')
             restarting.append(w)
+        _replace_squatted(coordinator, workers, restarting, moved, cfg, config_json)
         for w in list(restarting):
             if w.check_ready():
                 restarting.remove(w)
-                if _adopt_port(w, cfg):
+                if _adopt_port(w, cfg) or w.name in moved:
+                    moved.discard(w.name)
                     coordinator.update_worker_address(
                         w.role, w.name, cfg.system[w.role][w.name].host, cfg.system[w.role][w.name].port
                     )

@@ -13,6 +13,7 @@ from typing import IO, Any
 from easydict import EasyDict
 
 from ding.config.parallel import can_bind
+from ding.interaction.base.auth import RUN_SECRET_ENV
 
 from .parallel_prepare import child_env
 from .parallel_worker import WARM_TORCH_THREADS
@@ -25,8 +26,16 @@ class WorkerProcess:
     """One learner or collector process: launch, readiness (ready file), restart, stop."""
 
     def __init__(
-        self, role: str, name: str, config_path: str, run_dir: str, log_dir: str, disable_flask_log: bool = True
+        self,
+        role: str,
+        name: str,
+        config_path: str,
+        run_dir: str,
+        log_dir: str,
+        disable_flask_log: bool = True,
+        secret: str | None = None,
     ) -> None:
+        """``secret``: the run secret, handed to the process in its environment (never its arguments)."""
         self.role = role
         self.name = name
         self.config_path = config_path
@@ -36,6 +45,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen | None = None
         self.ready_info: dict[str, Any] | None = None
         self.restarts = 0
+        self._secret = secret
         self._log_file: Any = None
 
     def launch(self, warm: subprocess.Popen | None = None) -> None:
@@ -66,7 +76,7 @@ class WorkerProcess:
         if self._log_file is None:
             self._log_file = open(self.log_path, 'ab')
         self.proc = start_worker_process(
-            args, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+            args, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, secret=self._secret
         )
 
     @property
@@ -130,13 +140,17 @@ class WorkerProcess:
             os.remove(self.ready_file)
 
 
-def start_worker_process(args: list[str], **popen: Any) -> subprocess.Popen:
+def start_worker_process(args: list[str], secret: str | None = None, **popen: Any) -> subprocess.Popen:
     """``python -m ding.entry.parallel_worker ARGS``. The worker imports this very ding (and dizoo) even when it
     is not installed, shows no progress bar, and sizes torch's OpenMP pool itself (from its torch_threads,
     ``ding.entry.startup.limit_openmp_threads``). A session of its own: Ctrl-C in the terminal reaches the
-    pipeline only, which stops workers in order."""
+    pipeline only, which stops workers in order. ``secret`` goes in ``$DING_RUN_SECRET`` (readable by this
+    user only, unlike the arguments ``ps`` shows)."""
     env = child_env()
     env['DING_PROGRESS'] = '0'
+    env.pop(RUN_SECRET_ENV, None)
+    if secret is not None:
+        env[RUN_SECRET_ENV] = secret
     return subprocess.Popen(
         [sys.executable, '-m', 'ding.entry.parallel_worker'] + args, env=env, start_new_session=True, **popen
     )
@@ -157,13 +171,14 @@ class WarmWorkers:
     One that is not handed a worker is killed: it has only imported (and compiled), and written nothing
     else. ``DING_WARM_WORKERS=0`` turns this off."""
 
-    def __init__(self, count: int, exp_dir: str) -> None:
+    def __init__(self, count: int, exp_dir: str, secret: str | None = None) -> None:
         if os.environ.get('DING_WARM_WORKERS', '1') == '0':
             count = 0
         # The first one may compile the config: its output reaches this terminal, as the compile child's does.
         self._procs: list[subprocess.Popen] = [
             start_worker_process(
                 ['--warm', os.path.abspath(exp_dir)],
+                secret=secret,
                 stdin=subprocess.PIPE,
                 stdout=None if i == 0 else subprocess.DEVNULL,
                 stderr=None if i == 0 else subprocess.DEVNULL,

@@ -34,6 +34,7 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.interaction.base.auth import RUN_SECRET_ENV, resolve_run_secret
 from ding.utils import set_pkg_seed
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, COMM_LEARNER_REGISTRY, import_module
 from ding.worker.task_fields import config_import_names
@@ -137,6 +138,16 @@ def create_comm(role: str, wcfg: EasyDict) -> Any:
     return registry.build(wcfg.type, wcfg)
 
 
+def _run_secret(cfg: EasyDict) -> str:
+    """The run secret (``system.secret_file``, else ``$DING_RUN_SECRET``), required; taken out of the environment
+    so that processes this worker starts (env subprocesses) do not inherit it."""
+    secret = resolve_run_secret(cfg.system.get('secret_file'))
+    os.environ.pop(RUN_SECRET_ENV, None)
+    if secret is None:
+        raise ValueError(f'no run secret: set system.secret_file or ${RUN_SECRET_ENV} (the pipeline sets it)')
+    return secret
+
+
 def write_ready_file(path: str, info: dict[str, Any]) -> None:
     """Atomic: the pipeline sees no file or the whole file."""
     tmp = f'{path}.{os.getpid()}.tmp'
@@ -159,6 +170,7 @@ def run_worker(
     try:
         cfg = load_parallel_config(config_path)
         wcfg = worker_config(cfg, role, name)
+        wcfg.secret = _run_secret(cfg)
     except (ValueError, KeyError) as exc:
         print(f'ding parallel worker {name}: {exc}', file=sys.stderr, flush=True)
         return EXIT_CONFIG_ERROR

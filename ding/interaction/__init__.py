@@ -28,5 +28,5 @@ from .exception import (
     get_slave_exception_by_error,
     get_slave_exception_class_by_error_code,
 )
-from .master import Master, SlaveConnectionProxy, Task, TaskStatus
+from .master import Master, SlaveConnectionProxy, SlaveNotAuthenticated, Task, TaskStatus
 from .slave import CallbackSlave, ConnectionRefuse, DisconnectionRefuse, Slave, TaskFail, TaskRefuse

@@ -64,7 +64,9 @@ class SlaveHost:
         cfg = self._cfg
         self.open_log()
         try:
-            slave = slave_cls(cfg.host, cfg.port, callbacks, **{key: cfg[key] for key in SLAVE_KEYS})
+            settings = {key: cfg[key] for key in SLAVE_KEYS}
+            # The run secret, put there in memory only by the worker process (ding.entry.parallel_worker).
+            slave = slave_cls(cfg.host, cfg.port, callbacks, secret=cfg.get('secret'), **settings)
             slave.start()
         except BaseException:
             try:

@@ -20,12 +20,15 @@ from ding.config.loader import read_config
 from ding.config.parallel import compile_config_parallel
 from ding.entry.parallel_entry import WorkerProcess, parallel_pipeline, stop_workers
 from ding.entry.parallel_worker import EXIT_PORT_IN_USE
+from ding.interaction.base.auth import new_run_secret
 from ding.worker.coordinator.coordinator import Coordinator
 from tests.helpers.processes import child_env, worker_pids
 from tests.helpers.toy_workers import toy_config
 from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.slow
+# The run secret of the tests that launch worker processes themselves (the pipeline makes its own).
+SECRET = new_run_secret()
 
 
 def listening(port: int) -> bool:
@@ -180,7 +183,7 @@ def test_a_worker_whose_port_is_taken_exits_with_its_own_code(tmp_path, monkeypa
             ],
             cwd=tmp_path,
             timeout=120,
-            env=child_env(),
+            env=child_env(DING_RUN_SECRET=SECRET),
             capture_output=True,
         ).returncode
     finally:
@@ -198,7 +201,7 @@ def test_heartbeats_reveal_a_killed_worker_without_help_from_the_pipeline(tmp_pa
     config_json.write_text(json.dumps(cfg))
     os.makedirs('run', exist_ok=True)
     workers = [
-        WorkerProcess(role, name, str(config_json), 'run', '.')
+        WorkerProcess(role, name, str(config_json), 'run', '.', secret=SECRET)
         for role in ('learner', 'collector')
         for name in cfg.system[role]
     ]
@@ -207,7 +210,7 @@ def test_heartbeats_reveal_a_killed_worker_without_help_from_the_pipeline(tmp_pa
         for w in workers:
             w.launch()
         assert wait_until(lambda: all(w.check_ready() for w in workers), 120)
-        coordinator = Coordinator(cfg)
+        coordinator = Coordinator(cfg, secret=SECRET)
         coordinator.start()
         assert wait_until(lambda: coordinator.train_iter > 2, 30)
         victim = next(w for w in workers if w.name == 'collector0')

@@ -222,7 +222,8 @@ class _ToyComm:
     def __init__(self, cfg: dict[str, Any]) -> None:
         self._cfg = cfg
         kwargs = {k: cfg[k] for k in self.extra if k in cfg}
-        self._slave = self.slave_cls(cfg['host'], int(cfg['port']), **kwargs)
+        # The run secret the parallel worker process puts in its config (in memory), as real comm workers use it.
+        self._slave = self.slave_cls(cfg['host'], int(cfg['port']), secret=cfg.get('secret'), **kwargs)
 
     def start(self) -> None:
         self._slave.start()

@@ -24,6 +24,8 @@ class SlaveErrorCode(IntEnum):
 
     MASTER_TOKEN_NOT_GIVEN = 301  # master requests need the token chosen by the master at connect time
     MASTER_TOKEN_NOT_MATCH = 302
+    MASTER_SECRET_NOT_GIVEN = 303  # a slave with a run secret needs a connect proof (``ding.interaction.base.auth``)
+    MASTER_SECRET_NOT_MATCH = 304  # the connect proof is wrong, stale or replayed
 
     SELF_TOKEN_NOT_GIVEN = 401  # self requests (shutdown) need the slave's own token
     SELF_TOKEN_NOT_MATCH = 402
@@ -57,6 +59,8 @@ SLAVE_HTTP_STATUS: dict[SlaveErrorCode, int] = {
     SlaveErrorCode.CHANNEL_NOT_MATCH: 403,
     SlaveErrorCode.MASTER_TOKEN_NOT_GIVEN: 401,
     SlaveErrorCode.MASTER_TOKEN_NOT_MATCH: 403,
+    SlaveErrorCode.MASTER_SECRET_NOT_GIVEN: 401,
+    SlaveErrorCode.MASTER_SECRET_NOT_MATCH: 403,
     SlaveErrorCode.SELF_TOKEN_NOT_GIVEN: 401,
     SlaveErrorCode.SELF_TOKEN_NOT_MATCH: 403,
     SlaveErrorCode.SLAVE_ALREADY_CONNECTED: 409,
@@ -110,6 +114,14 @@ class SlaveMasterTokenNotGiven(SlaveResponseException):
 
 
 class SlaveMasterTokenNotMatch(SlaveResponseException):
+    pass
+
+
+class SlaveMasterSecretNotGiven(SlaveResponseException):
+    pass
+
+
+class SlaveMasterSecretNotMatch(SlaveResponseException):
     pass
 
 
@@ -168,6 +180,8 @@ _SLAVE_EXCEPTIONS: dict[SlaveErrorCode, type[SlaveResponseException]] = {
     SlaveErrorCode.CHANNEL_NOT_MATCH: SlaveChannelNotMatch,
     SlaveErrorCode.MASTER_TOKEN_NOT_GIVEN: SlaveMasterTokenNotGiven,
     SlaveErrorCode.MASTER_TOKEN_NOT_MATCH: SlaveMasterTokenNotMatch,
+    SlaveErrorCode.MASTER_SECRET_NOT_GIVEN: SlaveMasterSecretNotGiven,
+    SlaveErrorCode.MASTER_SECRET_NOT_MATCH: SlaveMasterSecretNotMatch,
     SlaveErrorCode.SELF_TOKEN_NOT_GIVEN: SlaveSelfTokenNotGiven,
     SlaveErrorCode.SELF_TOKEN_NOT_MATCH: SlaveSelfTokenNotMatch,
     SlaveErrorCode.SLAVE_ALREADY_CONNECTED: SlaveSlaveAlreadyConnected,
@@ -211,6 +225,8 @@ __all__ = [
     'SlaveChannelNotFound',
     'SlaveChannelNotGiven',
     'SlaveChannelNotMatch',
+    'SlaveMasterSecretNotGiven',
+    'SlaveMasterSecretNotMatch',
     'SlaveMasterTokenInvalid',
     'SlaveMasterTokenNotFound',
     'SlaveMasterTokenNotGiven',

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from ..base.auth import AUTH_HEADER, check_accept_proof, connect_header
 from ..base.client import HttpClient
 from ..base.common import random_token
 from ..exception import SlaveSlaveDisconnectionRefused, get_slave_exception_by_error
@@ -18,15 +19,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+class SlaveNotAuthenticated(Exception):
+    """The process at the slave's address accepted a connection without proving the run secret: it is not a
+    slave of this run (e.g. another program squatting the port)."""
+
+
 class SlaveConnectionProxy:
     """
     Connection from a master to the slave at ``host:port``, registered in the master under ``name`` while
     connected. Use as a context manager (connect on enter, disconnect on exit) or call ``connect()`` and
     ``disconnect()``. Each ``connect()`` picks a fresh random token that the slave then requires.
+    With a ``secret`` (the run secret), ``connect()`` proves it to the slave and requires the slave's proof back.
     """
 
-    def __init__(self, master: 'Master', name: str, host: str, port: int):
+    def __init__(self, master: 'Master', name: str, host: str, port: int, secret: str | None = None):
         self._master = master
+        self._secret = secret
         self._name = name
         self._host = host
         self._port = port
@@ -87,23 +95,22 @@ class SlaveConnectionProxy:
             self._connecting = True
 
         master_token = random_token()
-        client = HttpClient(
-            self._host,
-            self._port,
-            {'Channel': str(master.channel), 'Token': master_token},
-            get_slave_exception_by_error,
-            retries=master.request_retries,
-            retry_waiting=master.request_retry_waiting,
-            timeout=master.request_timeout,
-        )
-        registered, reply = False, {}
+        headers = {'Channel': str(master.channel), 'Token': master_token}
+        client = self._client_with(headers)
+        nonce = ''
+        if self._secret is not None:
+            headers[AUTH_HEADER], nonce = connect_header(self._secret, self._port)
+        registered, authentic, reply = False, True, {}
         try:
-            reply = client.request(
+            # The proof goes on /connect only (a fresh nonce each time), never on the link's later requests.
+            reply = self._client_with(headers).request(
                 'POST', '/connect', {'master': {'address': master.address}, 'data': dict(data or {})}
             )
             slave_token = reply.get('token')
+            if self._secret is not None and isinstance(slave_token, str):
+                authentic = check_accept_proof(self._secret, nonce, slave_token, reply.get('proof'))
             with master.lock:
-                if isinstance(slave_token, str) and slave_token and master.is_running:
+                if authentic and isinstance(slave_token, str) and slave_token and master.is_running:
                     self._client, self._master_token, self._slave_token = client, master_token, slave_token
                     self._connected, self._last_heartbeat = True, time.monotonic()
                     master.add_connection(self, slave_token)
@@ -112,6 +119,11 @@ class SlaveConnectionProxy:
             with master.lock:
                 self._connecting = False
                 master.end_connect()
+        if not authentic:
+            raise SlaveNotAuthenticated(
+                f'{self._host}:{self._port} (slave {self._name!r}) accepted the connection without proving the '
+                f'run secret: it is not a slave of this run'
+            )
         if not registered:
             # The slave accepted but we cannot keep the link: release the slave again.
             self._best_effort_disconnect(client)
@@ -235,6 +247,18 @@ class SlaveConnectionProxy:
         self.drop(reason)
 
     # --- internals --------------------------------------------------------------------------------------
+    def _client_with(self, headers: dict[str, str]) -> HttpClient:
+        master = self._master
+        return HttpClient(
+            self._host,
+            self._port,
+            headers,
+            get_slave_exception_by_error,
+            retries=master.request_retries,
+            retry_waiting=master.request_retry_waiting,
+            timeout=master.request_timeout,
+        )
+
     def _best_effort_disconnect(self, client: HttpClient) -> None:
         """One quick disconnection attempt whose failure is ignored (used when closing the master)."""
         try:

@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import request
 
+from ..base.auth import check_secret
 from ..base.common import check_channel, check_positive, check_retries, format_http_address, get_host_ip
 from ..base.envelope import (
     ResponsibleException,
@@ -65,6 +66,7 @@ class Master(PeerService):
         my_address: str | None = None,
         request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
+        secret: str | None = None,
     ):
         """
         ``host``/``port``: where to listen (None: 127.0.0.1 and 7235; port 0 picks a free port, see ``.port``).
@@ -74,6 +76,7 @@ class Master(PeerService):
         ``channel``: must equal the slaves'. ``my_address``: host slaves call back (default: ``host``, or for a
         wildcard host the outbound IP, or 127.0.0.1 without a route). ``request_timeout``: seconds per request.
         ``disable_flask_log``: drop werkzeug's per-request access log. None means the default for any argument.
+        ``secret``: the run secret proven to every slave on connect (and required back from it); None: no proof.
         """
         host = LOCAL_HOST if host is None else host
         super().__init__(host, DEFAULT_MASTER_PORT if port is None else port, disable_flask_log)
@@ -98,6 +101,7 @@ class Master(PeerService):
         if my_address is None:
             my_address = get_host_ip() if host in WILDCARD_HOSTS else host
         self._my_address = my_address
+        self._secret = check_secret(secret, "the master's secret argument") if secret is not None else None
 
         self._lock = threading.RLock()
         self._pending_cond = threading.Condition(self._lock)
@@ -156,7 +160,7 @@ class Master(PeerService):
         with self._lock:
             if name in self._connections:
                 raise ValueError(f'master already has a connected slave named {name!r}; disconnect it first')
-        return SlaveConnectionProxy(self, name, host, port)
+        return SlaveConnectionProxy(self, name, host, port, secret=self._secret)
 
     def __contains__(self, name: str) -> bool:
         with self._lock:

@@ -7,12 +7,14 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import requests
 from flask import request
 
+from ..base.auth import AUTH_HEADER, AuthError, ConnectVerifier
 from ..base.client import HttpClient
 from ..base.common import (
     check_channel,
@@ -44,6 +46,8 @@ from ..exception import SlaveErrorCode, get_master_exception_by_error
 from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
 
 logger = logging.getLogger(__name__)
+# Seconds between two log lines about refused (unauthenticated) connects.
+REFUSAL_LOG_SPAN = 10.0
 
 
 class _MasterLink:
@@ -82,6 +86,7 @@ class Slave(PeerService):
         channel: int | None = DEFAULT_CHANNEL,
         request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
+        secret: str | None = None,
     ):
         """
         ``host``/``port``: where to listen (None: 127.0.0.1 and 7236; port 0 picks a free port, see ``.port``).
@@ -89,6 +94,8 @@ class Slave(PeerService):
         extra attempts and the pause between them for requests to the master (connection errors/5xx only).
         ``channel``: must equal the master's. ``request_timeout``: seconds per HTTP request.
         ``disable_flask_log``: drop werkzeug's per-request access log. None means the default for any argument.
+        ``secret``: the run secret a master must prove on ``/connect`` before its body is read
+        (``ding.interaction.base.auth``); None accepts any master (library use; the parallel workers pass one).
         """
         super().__init__(
             LOCAL_HOST if host is None else host, DEFAULT_SLAVE_PORT if port is None else port, disable_flask_log
@@ -105,6 +112,9 @@ class Slave(PeerService):
             'request_timeout', DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
         )
         self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
+        self._verifier = ConnectVerifier(secret) if secret is not None else None
+        self._refusals = 0
+        self._refusal_logged_at = -REFUSAL_LOG_SPAN
 
         self._link: _MasterLink | None = None
         self._link_lock = threading.Lock()
@@ -117,6 +127,11 @@ class Slave(PeerService):
     @property
     def channel(self) -> int:
         return self._channel
+
+    @property
+    def requires_secret(self) -> bool:
+        """Whether ``/connect`` needs a proof of the run secret."""
+        return self._verifier is not None
 
     @property
     def is_connected(self) -> bool:
@@ -181,10 +196,47 @@ class Slave(PeerService):
             logger.exception('%s.%s raised', type(self).__name__, getattr(hook, '__name__', hook))
 
     # --- endpoints --------------------------------------------------------------------------------------
+    def _check_connect_proof(self) -> str | None:
+        """The nonce of the master's connect proof (None without a secret); refuses before the body is read."""
+        if self._verifier is None:
+            return None
+        try:
+            return self._verifier.verify(request.headers.get(AUTH_HEADER), self.port)
+        except AuthError as err:
+            self._log_refusal(err)
+            code = SlaveErrorCode.MASTER_SECRET_NOT_GIVEN if err.missing else SlaveErrorCode.MASTER_SECRET_NOT_MATCH
+            raise ResponsibleException(code, str(err)) from None
+
+    def _log_refusal(self, err: AuthError) -> None:
+        """A WARNING per refused connect, at most one every ``REFUSAL_LOG_SPAN`` s (a flood cannot fill the log)."""
+        now = time.monotonic()
+        with self._link_lock:
+            self._refusals += 1
+            if now - self._refusal_logged_at < REFUSAL_LOG_SPAN:
+                return
+            count, self._refusals, self._refusal_logged_at = self._refusals, 0, now
+        logger.warning(
+            'slave %s refused %d unauthenticated /connect request(s); the last from %s: %s',
+            self,
+            count,
+            request.remote_addr,
+            err,
+        )
+
+    def _refuse_if_connected(self) -> None:
+        link = self._link
+        if link is not None:
+            raise ResponsibleException(
+                SlaveErrorCode.SLAVE_ALREADY_CONNECTED, f'This slave is already connected to master {link.address}.'
+            )
+
     def _api_connect(self) -> dict[str, Any]:
+        # Every check that needs no body comes first: an unauthenticated or unwanted request is never parsed.
         self._check_not_shutting_down()
+        nonce = self._check_connect_proof()
         self._check_channel_header(self._channel)
         master_token = self._master_token_header()
+        self._refuse_if_connected()
         body = parse_json_object(request.get_data(), SlaveErrorCode.REQUEST_INVALID)
         master_info = get_object_field(body, 'master', SlaveErrorCode.REQUEST_INVALID)
         address = get_string_field(master_info, 'address', SlaveErrorCode.REQUEST_INVALID)
@@ -195,11 +247,7 @@ class Slave(PeerService):
         data = get_object_field(body, 'data', SlaveErrorCode.REQUEST_INVALID, required=False)
 
         with self._link_lock:
-            if self._link is not None:
-                raise ResponsibleException(
-                    SlaveErrorCode.SLAVE_ALREADY_CONNECTED,
-                    f'This slave is already connected to master {self._link.address}.',
-                )
+            self._refuse_if_connected()
             try:
                 reply = self._before_connection(data)
             except ConnectionRefuse as err:
@@ -222,7 +270,10 @@ class Slave(PeerService):
             )
         logger.info('slave %s connected to master %s', self, address)
         self._call_hook(self._after_connection, 200, True, int(SlaveErrorCode.SUCCESS), 'Connected.', reply)
-        return success_response({'token': slave_token, 'data': reply}, 'Connected.')
+        answer: dict[str, Any] = {'token': slave_token, 'data': reply}
+        if self._verifier is not None and nonce is not None:
+            answer['proof'] = self._verifier.accept_proof(nonce, slave_token)
+        return success_response(answer, 'Connected.')
 
     def _api_disconnect(self) -> dict[str, Any]:
         link = self._check_master()

@@ -31,6 +31,7 @@ class CommCoordinator:
         callback_fn: dict[str, Callable],
         logger: Any,
         system_cfg: dict[str, Any] | None = None,
+        secret: str | None = None,
     ) -> None:
         self._callback_fn = callback_fn
         self._logger = logger
@@ -43,6 +44,8 @@ class CommCoordinator:
             on_change=lambda: callback_fn['deal_with_worker_change'](),
             on_collector_gained=lambda: callback_fn['deal_with_increase_collector'](),
             on_collector_lost=lambda: callback_fn['deal_with_decrease_collector'](),
+            secret=secret,
+            on_squatted=callback_fn.get('deal_with_worker_squatted'),
         )
         self._learner_request_timeout = float(cfg.get('learner_request_timeout', 30))
         self._collector_request_timeout = float(cfg.get('collector_request_timeout', 30))

@@ -72,12 +72,13 @@ class Coordinator:
         log_to_console: bool = False,
         resume: str | None = None,
         run_started: float | None = None,
+        secret: str | None = None,
     ) -> None:
         """``cfg``: the compiled parallel config (``main`` and ``system`` sections). The run also ends after
         ``max_env_step`` env steps or ``max_train_iter`` learner iterations when given. ``resume``: the
         checkpoint the first learner task starts from (``ding.worker.resume.resolve_resume``); ``run_started``:
         when the run began (a restarted learner resumes only from checkpoints written since, or since the
-        resumed one)."""
+        resumed one). ``secret``: the run secret proven to the workers on connect (``ding.interaction.base.auth``)."""
         self._cfg = EasyDict(cfg)
         coor_cfg = EasyDict(copy.deepcopy(dict(self.default_config())))
         coor_cfg.update(self._cfg.system.coordinator)
@@ -113,8 +114,13 @@ class Coordinator:
             deal_with_learner_started=lambda task, answer: self._scheduler.learner_started(task, answer),
             wait_for_data=self._data.wait_for_data,
             wait_collect_budget=self._data.wait_collect_budget,
+            deal_with_worker_squatted=self._worker_squatted,
         )
-        self._interaction = CommCoordinator(coor_cfg, callbacks, self._logger, system_cfg=self._cfg.system)
+        self._squatted: list[tuple[str, str]] = []
+        self._squatted_lock = threading.Lock()
+        self._interaction = CommCoordinator(
+            coor_cfg, callbacks, self._logger, system_cfg=self._cfg.system, secret=secret
+        )
         collector_cfg = self._cfg.main.policy.collect.collector
         self._scheduler = TaskScheduler(
             coor_cfg,
@@ -261,6 +267,17 @@ class Coordinator:
         """The pipeline saw worker ``name`` exit: fail its task now instead of waiting for heartbeats."""
         self.info(f'{kind} {name} reported dead by the pipeline')
         self._interaction.notify_worker_dead(kind, name)
+
+    def _worker_squatted(self, kind: str, name: str, reason: str) -> None:
+        with self._squatted_lock:
+            self._squatted.append((kind, name))
+
+    def take_squatted_workers(self) -> list[tuple[str, str]]:
+        """``(kind, name)`` of the workers found held by someone else since the last call (the pipeline
+        replaces the ones it launched on a new port)."""
+        with self._squatted_lock:
+            taken, self._squatted = self._squatted, []
+        return taken
 
     def update_worker_address(self, kind: str, name: str, host: str, port: int) -> None:
         """A restarted worker listens elsewhere: connect there from now on."""

@@ -8,7 +8,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ding.interaction import Master
+from ding.interaction import Master, SlaveNotAuthenticated
+from ding.interaction.exception import (
+    SlaveMasterSecretNotGiven,
+    SlaveMasterSecretNotMatch,
+    SlaveSlaveAlreadyConnected,
+)
 from ding.interaction.master.task import TaskStatus
 
 from .resource_manager import NaiveResourceManager
@@ -16,6 +21,14 @@ from .resource_manager import NaiveResourceManager
 WORKER_KINDS = ('learner', 'collector')
 # Outcomes of one request to a worker (see WorkerLinks.request).
 OK, CLOSING, LOST, FAILED = 'ok', 'closing', 'lost', 'failed'
+# Answers to a connect that mean the worker's port is not ours to use: the worker is bound to another master,
+# or what listens there does not share this run's secret (another run's worker, or a squatter).
+SQUATTED_ERRORS = (
+    SlaveSlaveAlreadyConnected,
+    SlaveMasterSecretNotGiven,
+    SlaveMasterSecretNotMatch,
+    SlaveNotAuthenticated,
+)
 
 
 class WorkerLink:
@@ -31,6 +44,7 @@ class WorkerLink:
         self.last_error = ''
         self.failed_attempts = 0
         self.retry_at = 0.0  # no connection attempt before this time (after a loss)
+        self.squatted = False  # its last connection attempt was refused as described by SQUATTED_ERRORS
 
     def __repr__(self) -> str:
         return f'{self.kind} {self.name} ({self.host}:{self.port})'
@@ -65,6 +79,9 @@ class WorkerLinks:
     master drops it (no heartbeat for ``heartbeat_tolerance`` s), when one of its requests fails or exceeds
     the request timeout, or when the pipeline reports its process dead. ``on_change`` is called whenever a
     worker comes or goes; ``on_collector_gained`` / ``on_collector_lost`` when a collector comes back or goes.
+    ``secret``: the run secret proven to each worker on connect (and required back). A worker whose connect
+    answer says its port is held by someone else (``SQUATTED_ERRORS``) is reported at ERROR and through
+    ``on_squatted(kind, name, reason)``, once until it connects again (the pipeline replaces it).
     """
 
     def __init__(
@@ -74,8 +91,12 @@ class WorkerLinks:
         on_change: Callable[[], None],
         on_collector_gained: Callable[[], None],
         on_collector_lost: Callable[[], None],
+        secret: str | None = None,
+        on_squatted: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self._cfg = cfg
+        self._secret = secret
+        self._on_squatted = on_squatted
         self._logger = logger
         self._on_change = on_change
         self._on_collector_gained = on_collector_gained
@@ -105,6 +126,7 @@ class WorkerLinks:
             request_retry_waiting=float(cfg.get('request_retry_waiting', 0.2)),
             channel=int(cfg.get('channel', 0)),
             my_address=cfg.get('my_address', None),
+            secret=self._secret,
         )
         self._master.start()
         self._connect_thread = threading.Thread(target=self._connect_loop, name='coordinator_connect', daemon=True)
@@ -156,6 +178,7 @@ class WorkerLinks:
             if worker is None:
                 worker = self._workers[kind][name] = WorkerLink(kind, name, host, port)
             worker.host, worker.port = host, int(port)
+            worker.squatted = False  # a new address: report it again if someone holds that one too
         self.lose_worker(kind, name, 'the worker process exited')
 
     def _connect_loop(self) -> None:
@@ -178,6 +201,9 @@ class WorkerLinks:
         try:
             conn = self._master.new_connection(worker.name, worker.host, worker.port)
             conn.connect()
+        except SQUATTED_ERRORS as exc:
+            self._report_squatted(worker, exc)
+            return False
         except Exception as exc:  # not up yet, or gone: the next round tries again
             worker.failed_attempts += 1
             if worker.failed_attempts == 1 or worker.failed_attempts % 60 == 0:
@@ -196,6 +222,7 @@ class WorkerLinks:
                 return False
             worker.conn = conn
             worker.failed_attempts = 0
+            worker.squatted = False
             was_lost, worker.lost = worker.lost, False
         self.resource_manager.update(worker.kind, worker.name, dict(task.result or {}))
         self._logger.info(f'[CommCoordinator] connected to {worker}' + (' again' if was_lost else ''))
@@ -203,6 +230,18 @@ class WorkerLinks:
             self._on_collector_gained()
         self._on_change()
         return True
+
+    def _report_squatted(self, worker: WorkerLink, exc: Exception) -> None:
+        worker.failed_attempts += 1
+        worker.last_error = str(exc)
+        worker.retry_at = time.time() + self._reconnect_interval
+        if worker.squatted:
+            return
+        worker.squatted = True
+        reason = f'{type(exc).__name__}: {exc}'
+        self._logger.error(f'[CommCoordinator] {worker} is held by someone else, not this run ({reason})')
+        if self._on_squatted is not None:
+            self._on_squatted(worker.kind, worker.name, reason)
 
     def _disconnect(self, conn: Any) -> None:
         try:

@@ -1,8 +1,16 @@
-"""Worker entries of the coordinator config, in both layouts, and the errors for malformed ones."""
+"""Worker entries of the coordinator config, in both layouts, and the errors for malformed ones; a worker held by
+someone else is reported."""
+
+import logging
+import time
 
 import pytest
 
-from ding.worker.coordinator.worker_links import parse_worker_entries
+from ding.interaction import Master
+from ding.interaction.base.auth import new_run_secret
+from ding.worker.coordinator.worker_links import WorkerLinks, parse_worker_entries
+from tests.helpers.interaction import FAST_MASTER, FAST_SLAVE, CalcSlave
+from tests.helpers.wait import wait_until
 
 
 def test_both_entry_layouts_give_host_and_port():
@@ -21,3 +29,53 @@ def test_both_entry_layouts_give_host_and_port():
 def test_malformed_entries_are_refused(entry, needle):
     with pytest.raises(ValueError, match=needle.replace('[', r'\[').replace(']', r'\]')):
         parse_worker_entries('collector', {'c0': entry})
+
+
+class _Recorder:
+    """The links' callbacks, recorded."""
+
+    def __init__(self) -> None:
+        self.squatted: list[tuple[str, str, str]] = []
+
+    def links(self, port: int, secret: str) -> WorkerLinks:
+        cfg = {'collector': {'c0': ['c0', '127.0.0.1', port]}, 'port': 0, 'reconnect_interval': 0.05}
+        return WorkerLinks(
+            cfg,
+            logging.getLogger('test_worker_links'),
+            on_change=lambda: None,
+            on_collector_gained=lambda: None,
+            on_collector_lost=lambda: None,
+            secret=secret,
+            on_squatted=lambda kind, name, reason: self.squatted.append((kind, name, reason)),
+        )
+
+
+@pytest.mark.parametrize('bound_elsewhere', [False, True])
+def test_a_squatted_worker_is_reported_once_at_error(caplog, bound_elsewhere):
+    """Its port answers without this run's secret, or the worker is bound to another master."""
+    secret = new_run_secret()
+    squatter = CalcSlave(port=0, secret=secret if bound_elsewhere else None, **FAST_SLAVE)
+    squatter.start()
+    other = Master(port=0, secret=secret, **FAST_MASTER)
+    recorder = _Recorder()
+    links = recorder.links(squatter.port, secret)
+    try:
+        if bound_elsewhere:
+            other.start()
+            other.new_connection('c0', '127.0.0.1', squatter.port).connect()
+        with caplog.at_level(logging.INFO, logger='test_worker_links'):
+            links.start()
+            wait_until(lambda: recorder.squatted, 10, what='the squatted worker to be reported')
+            time.sleep(0.3)  # several more connection rounds: still reported once
+        assert [(kind, name) for kind, name, _ in recorder.squatted] == [('collector', 'c0')]
+        expected = 'SlaveSlaveAlreadyConnected' if bound_elsewhere else 'SlaveNotAuthenticated'
+        assert expected in recorder.squatted[0][2]
+        errors = [r for r in caplog.records if r.levelno == logging.ERROR and 'held by someone else' in r.message]
+        assert len(errors) == 1 and expected in errors[0].message
+        assert links.connected_workers('collector') == []
+    finally:
+        links.stop()
+        links.join(5)
+        links.close_master()
+        other.close()
+        squatter.close()
