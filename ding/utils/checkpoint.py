@@ -28,11 +28,14 @@ import torch
 from .atomic_file import fsync_dir, remove_quietly, write_temp
 from .checkpoint_tree import CheckpointError, StateFlattener, StateUnflattener, as_int
 from .file_names import MANIFEST_SUFFIX, SUFFIX, manifest_path
+from .jsonable import exceeds_depth
 from .rng_state import get_rng_state, set_rng_state
 from .state_dict_codec import CodecError, decode_tensors, encode_tensors, read_metadata
 
 CHECKPOINT_FORMAT_VERSION: int = 1
 META_KEY = 'ding_meta'
+# Deeper than any state ding writes (a model's state dict nests a few levels): a foreign or hostile file.
+MAX_METADATA_DEPTH = 256
 # Extensions of DI-engine (torch.save) checkpoints; these load through the weights-only unpickler.
 TORCH_SUFFIXES = ('.pth.tar', '.pth', '.pt')
 BEST_PREFIX = 'ckpt_best'
@@ -243,6 +246,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = 'cpu') -> dict:
         raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata is nested too deeply') from None
     except (CodecError, ValueError) as e:  # the sha matched, so only a foreign/buggy writer gets here
         raise CheckpointError(f'checkpoint {path}: cannot decode: {e}') from e
+    # json's own recursion guard depends on the interpreter's recursion limit, which a library may raise
+    if exceeds_depth(meta, MAX_METADATA_DEPTH):
+        raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata is nested too deeply')
     if not isinstance(meta, dict) or 'state' not in meta:
         raise CheckpointError(f'checkpoint {path}: {META_KEY!r} metadata has no state')
     if meta.get('format_version', 0) > CHECKPOINT_FORMAT_VERSION:

@@ -35,3 +35,16 @@ def to_jsonable(value: Any, on_unknown: Literal['raise', 'repr'] = 'raise', fini
     if on_unknown == 'repr':
         return repr(value)
     raise TypeError(f'{type(value).__name__} is not JSON data: {value!r}')
+
+
+def exceeds_depth(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests objects/arrays more than ``max_depth`` levels deep. Iterative, so
+    that checking a deep value cannot itself exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False

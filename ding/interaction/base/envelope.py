@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
+from ding.utils.jsonable import exceeds_depth
+
 from .. import config
 from ..exception import http_status_of
 
@@ -40,19 +42,6 @@ class ResponsibleException(Exception):
     def get_response(self) -> dict[str, Any]:
         """The failure envelope of this exception."""
         return failure_response(self.code, self.message, self.data)
-
-
-def exceeds_depth(value: Any, max_depth: int) -> bool:
-    """Whether ``value`` (decoded JSON) nests objects/arrays more than ``max_depth`` levels deep. Iterative, so
-    that checking a deep value cannot itself exhaust the stack."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        if depth > max_depth:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
 
 
 def parse_json_object(

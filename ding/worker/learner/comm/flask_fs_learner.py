@@ -311,8 +311,11 @@ class FlaskFileSystemLearner(BaseCommLearner):
             self._logger.warning(f'learner_start_task {task_id}: {exc}')
             raise TaskFail({'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}') from exc
         except ValueError as exc:
+            # a setting the task cannot run with (a ConfigError) fails on every learner: the coordinator ends the run
+            refusal = {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else {}
             raise TaskFail(
-                {'task_id': task_id}, f'learner_start_task {task_id}: cannot create the learner: ValueError: {exc}'
+                {'task_id': task_id, **refusal},
+                f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
             ) from exc
 
     def _prepare_run(self, settings: TaskSettings, task_info: dict[str, Any]) -> LearnerRun:
