@@ -5,9 +5,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ding.interaction import TaskStatus
 from ding.policy import create_policy
 from ding.utils.file_transport import save_policy
+from tests.helpers.tasks import failed, ok, run_task  # noqa: F401 - the tests import them from here
 
 # Short spans keep the tests fast; production uses seconds.
 FAST_MASTER = dict(
@@ -109,26 +109,6 @@ def publish(workdir: Any, policy_iter: int, weights: dict[str, Any] | None = Non
     weights = dqn_weights(policy_iter) if weights is None else weights
     save_policy(os.path.join(str(workdir), 'policy'), POLICY_NAME, weights, policy_iter)
     return weights
-
-
-def run_task(conn: Any, data: dict[str, Any], timeout: float = 30.0) -> Any:
-    task = conn.new_task(data).start().join(timeout)
-    assert task.is_done(), f'task {data.get("name")} did not finish within {timeout}s'
-    return task
-
-
-def ok(conn: Any, data: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Send one task that must complete; returns its result."""
-    task = run_task(conn, data, timeout)
-    assert task.status == TaskStatus.TASK_COMPLETED, f'task {data.get("name")} failed: {task.result}'
-    return task.result
-
-
-def failed(conn: Any, data: dict[str, Any], timeout: float = 30.0) -> str:
-    """Send one task that must fail; returns the failure message."""
-    task = run_task(conn, data, timeout)
-    assert task.status == TaskStatus.TASK_FAILED, f'task {data.get("name")} should fail, got {task.result}'
-    return task.result['message']
 
 
 def data_task(task_id: str) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from ding.interaction import TaskStatus
 from ding.utils.file_transport import save_samples, unique_stem
+from tests.helpers.tasks import failed, ok, run_task  # noqa: F401 - the tests import them from here
 
 # Short spans keep the tests fast; production uses seconds.
 FAST_MASTER = dict(
@@ -114,27 +114,6 @@ def write_sample_file(
         }
         for i, d in enumerate(ids)
     ]
-
-
-def run_task(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> Any:
-    """Send one task and wait for its end; returns the finished Task."""
-    task = conn.new_task(data).start().join(timeout)
-    assert task.is_done(), f'task {data.get("name")} did not finish within {timeout}s'
-    return task
-
-
-def ok(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> dict[str, Any]:
-    """Send one task that must complete; returns its result."""
-    task = run_task(conn, data, timeout)
-    assert task.status == TaskStatus.TASK_COMPLETED, f'task {data.get("name")} failed: {task.result}'
-    return task.result
-
-
-def failed(conn: Any, data: dict[str, Any], timeout: float = 20.0) -> str:
-    """Send one task that must fail; returns the failure message."""
-    task = run_task(conn, data, timeout)
-    assert task.status == TaskStatus.TASK_FAILED, f'task {data.get("name")} should fail, got {task.result}'
-    return task.result['message']
 
 
 def train(
