@@ -16,6 +16,21 @@ from ding.utils.registry import POLICY_REGISTRY
 from .common_utils import build_adam
 from .onpolicy_common import OnPolicyActorCriticBase, collate_keys, index_batch, minibatch_indices
 
+# The per-step statistics _forward_learn stacks and logs, in the order of its rows.
+LOSS_STATS = (
+    'total_loss',
+    'policy_loss',
+    'value_loss',
+    'entropy_loss',
+    'adv_max',
+    'adv_mean',
+    'value_mean',
+    'value_max',
+    'approx_kl',
+    'clipfrac',
+)
+CONTINUOUS_STATS = ('mu_mean', 'sigma_mean')
+
 
 @POLICY_REGISTRY.register('ppo')
 class PPOPolicy(OnPolicyActorCriticBase):
@@ -219,37 +234,14 @@ class PPOPolicy(OnPolicyActorCriticBase):
                 if continuous:
                     row += [out['logit']['mu'].detach().mean(), out['logit']['sigma'].detach().mean()]
                 stats.append(torch.stack(row))
-        names = [
-            'total_loss',
-            'policy_loss',
-            'value_loss',
-            'entropy_loss',
-            'adv_max',
-            'adv_mean',
-            'value_mean',
-            'value_max',
-            'approx_kl',
-            'clipfrac',
-        ] + (['mu_mean', 'sigma_mean'] if continuous else [])
+        names = list(LOSS_STATS) + (list(CONTINUOUS_STATS) if continuous else [])
         # One log dict per optimizer step: the learner counts each as a training iteration (one sync here).
         lr = self._optimizer.param_groups[0]['lr']
         return [dict(zip(names, row), cur_lr=lr) for row in torch.stack(stats).tolist()]
 
     def _monitor_vars_learn(self) -> list[str]:
-        names = [
-            'cur_lr',
-            'total_loss',
-            'policy_loss',
-            'value_loss',
-            'entropy_loss',
-            'adv_max',
-            'adv_mean',
-            'value_mean',
-            'value_max',
-            'approx_kl',
-            'clipfrac',
-        ]
-        return names + (['mu_mean', 'sigma_mean'] if self._action_space == 'continuous' else [])
+        names = ['cur_lr', *LOSS_STATS]
+        return names + (list(CONTINUOUS_STATS) if self._action_space == 'continuous' else [])
 
     def _state_dict_learn(self) -> dict[str, Any]:
         state = {'model': self._model.state_dict(), 'optimizer': self._optimizer.state_dict()}
