@@ -4,7 +4,7 @@ talking JSON over HTTP (Flask served by werkzeug in background threads). Import 
 parallel mode is used: it pulls in flask.
 """
 
-from .base import HttpClient, get_host_ip
+from .base import HttpClient, HttpLimits, get_host_ip
 from .config import (
     DEFAULT_CHANNEL,
     DEFAULT_HEARTBEAT_CHECK_SPAN,

@@ -24,6 +24,7 @@ from flask import Flask, Response, request
 
 from ding.interaction.base.common import connectable_host, random_token
 from ding.interaction.base.envelope import ResponsibleException, failure_response, parse_json_object, success_response
+from ding.interaction.base.limits import HttpLimits
 from ding.interaction.base.server import HttpService, Route, build_app
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
@@ -112,10 +113,9 @@ class ServiceServer(HttpService):
         metrics: ServiceMetrics | None = None,
         weights: WeightsStore | None = None,
         info: dict[str, Any] | None = None,
-        read_timeout: float | None = None,
-        max_connections: int | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
-        super().__init__(host, port, read_timeout=read_timeout, max_connections=max_connections)
+        super().__init__(host, port, limits=limits)
         if control is not None and not token:
             raise ValueError('ServiceServer: a token is required when run control is served')
         self._token = token or ''
@@ -143,9 +143,12 @@ class ServiceServer(HttpService):
         return routes
 
     def _build_app(self) -> Flask:
-        # Every route is a control route: bodies are bounded by config.MAX_CONTROL_REQUEST_BYTES.
+        # Every route is a control route: bodies are bounded by limits.control_body_bytes.
         app = build_app(
-            __name__, [(rule, methods, self._counted(view)) for rule, methods, view in self._routes()], self._codes
+            __name__,
+            [(rule, methods, self._counted(view)) for rule, methods, view in self._routes()],
+            self._codes,
+            limits=self.limits,
         )
         # Routes whose answers are not JSON envelopes (or carry a status the envelope views cannot set).
         raw = [('/healthz', self._raw_healthz)]

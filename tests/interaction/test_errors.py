@@ -13,6 +13,7 @@ import requests
 
 from ding.interaction import (
     HttpClient,
+    HttpLimits,
     MasterChannelNotMatch,
     MasterErrorCode,
     MasterResponseException,
@@ -200,11 +201,8 @@ def test_server_answers_unexpected_errors_with_a_500_envelope(master, make_slave
     assert not slave.is_connected and slave.ping()
 
 
-def test_oversized_body_is_refused_before_reading(monkeypatch, make_slave):
-    from ding.interaction import config
-
-    monkeypatch.setattr(config, 'MAX_REQUEST_BYTES', 1024)
-    slave = make_slave()  # the limit is read when the server starts
+def test_oversized_body_is_refused_before_reading(make_slave):
+    slave = make_slave(limits=HttpLimits(control_body_bytes=1024))
     answer = requests.post(
         _url(slave, '/connect'), data=b'{' + b' ' * 4096 + b'}', headers={'Channel': '0', 'Token': 't'}, timeout=5
     )

@@ -3,6 +3,7 @@
 import http.client
 import io
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -75,6 +76,9 @@ class HttpClient:
     is final. Failed answers are raised as ``error_factory(response)`` (the per-code exception classes).
     Proxy settings from the environment are ignored: peers are addressed directly.
 
+    With ``tls`` (a client context: ``TlsSettings.client_context()``) requests go over HTTPS, and only to a
+    server whose certificate that context trusts for ``host``.
+
     Requests go out through ``http.client`` on a fresh connection each (the werkzeug servers close every
     connection after one answer, so there is nothing to keep alive): a third of the CPU time of a
     ``requests`` call, which matters to a learner that reports every few iterations.
@@ -89,17 +93,17 @@ class HttpClient:
         retries: int = DEFAULT_REQUEST_RETRIES,
         retry_waiting: float = DEFAULT_REQUEST_RETRY_WAITING,
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
-        https: bool = False,
+        tls: ssl.SSLContext | None = None,
     ):
         self.host = host
         self.port = port
-        self.base_url = format_http_address(host, port, https)
+        self.base_url = format_http_address(host, port, tls is not None)
         self._headers = dict(headers)
         self._error_factory = error_factory
         self.retries = retries
         self.retry_waiting = retry_waiting
         self.timeout = timeout
-        self._https = https
+        self._tls = tls
 
     def request(
         self,
@@ -138,8 +142,8 @@ class HttpClient:
                 else:
                     time.sleep(retry_waiting)
             connection = (
-                http.client.HTTPSConnection(self.host, self.port, timeout=timeout)
-                if self._https
+                http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._tls)
+                if self._tls is not None
                 else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
             )
             try:

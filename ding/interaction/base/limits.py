@@ -1,19 +1,24 @@
 """
-What bounds a server against slow or hostile clients: the request handler (read timeout, quiet logs), the
-threaded werkzeug server that serves at most N connections at once, and the check of a body's framing
-(Content-Length against the route's limit, no chunked bodies) made before the body is read.
+What bounds a server against slow or hostile clients: the limits themselves (``HttpLimits``, the ``system.http``
+section), the request handler (read timeout, quiet logs), the threaded werkzeug server that serves at most N
+connections at once (and makes the TLS handshake of each on that connection's own thread), and the check of a
+body's framing (Content-Length against the route's limit, no chunked bodies) made before the body is read.
 """
 
 import io
 import json
 import logging
 import socket
+import ssl
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Protocol, cast
 
 from flask import Flask, request
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
+from .. import config
 from .envelope import ResponsibleException, failure_response
 
 logger = logging.getLogger(__name__)
@@ -25,6 +30,44 @@ class _Codes(Protocol):
 
     @property
     def UNKNOWN_ERROR(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """
+    The bounds of one server (``system.http`` in a parallel config): request bodies of control routes (reachable
+    before authentication) up to ``control_body_bytes``, of data routes up to ``data_body_bytes``; every socket
+    operation of a connection must progress within ``read_timeout`` seconds; at most ``max_connections``
+    connections are served at once (one thread each).
+    """
+
+    control_body_bytes: int = config.MAX_CONTROL_REQUEST_BYTES
+    data_body_bytes: int = config.MAX_REQUEST_BYTES
+    read_timeout: float = config.DEFAULT_READ_TIMEOUT
+    max_connections: int = config.DEFAULT_MAX_CONNECTIONS
+
+    def __post_init__(self) -> None:
+        for name in ('control_body_bytes', 'data_body_bytes', 'max_connections'):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f'{name} must be an int >= 1, got {value!r}')
+        timeout = self.read_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f'read_timeout must be a positive number of seconds, got {timeout!r}')
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None, where: str = 'system.http') -> 'HttpLimits':
+        """The limits a ``system.http`` section sets (absent or None keys keep their defaults); ``ValueError``
+        naming ``where`` and the key when a key is unknown or a value is out of bounds."""
+        known = [f.name for f in fields(cls)]
+        section = section or {}
+        unknown = [str(key) for key in section if key not in known]
+        if unknown:
+            raise ValueError(f'{where}: unknown key(s) {unknown}; valid keys: {known}')
+        try:
+            return cls(**{key: value for key, value in section.items() if value is not None})
+        except ValueError as exc:
+            raise ValueError(f'{where}.{exc}') from None
 
 
 # The most one read of a connection takes at once. werkzeug discards a body the app did not read (after a refusal)
@@ -97,8 +140,12 @@ class BoundedWSGIServer(ThreadedWSGIServer):
         fd: int,
         max_connections: int,
         busy_answer: bytes,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(host, port, app, handler=handler, fd=fd)
+        # Set after the base class, which would wrap the listening socket instead (see ``finish_request``);
+        # werkzeug reads it for the request's scheme and to log TLS errors as such.
+        self.ssl_context = tls_context
         self._slots = threading.BoundedSemaphore(max_connections)
         self._busy_answer = busy_answer
 
@@ -119,7 +166,29 @@ class BoundedWSGIServer(ThreadedWSGIServer):
         finally:
             self._slots.release()
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        # The TLS handshake is made here, on the connection's own thread and within the read timeout. werkzeug's
+        # own TLS wraps the listening socket, which makes every handshake on the accepting thread: one client that
+        # connects and sends nothing would stall all the others.
+        request.settimeout(self.RequestHandlerClass.timeout)
+        try:
+            secure = self.ssl_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            logger.debug('TLS handshake with %s failed: %s', client_address, exc)
+            return
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            self.shutdown_request(secure)  # the plain socket was handed to ``secure``: closing it is a no-op
+
     def _refuse(self, request: socket.socket) -> None:
+        if self.ssl_context is not None:
+            # An answer needs a handshake first, which the accepting thread must not wait for: closed unanswered.
+            self.shutdown_request(request)
+            return
         try:
             request.setblocking(False)
             request.send(self._busy_answer)

@@ -2,15 +2,17 @@
 Serving a Flask app from a werkzeug server object owned by the code (not ``app.run``), in a background
 thread: ``start()`` returns once the socket listens, ``shutdown()`` stops serving, ``join()`` waits.
 
-Every server is bounded against slow or hostile clients (``limits``): a body's size is checked from its
-Content-Length before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must
+Every server is bounded against slow or hostile clients (``limits.HttpLimits``): a body's size is checked from
+its Content-Length before it is read (chunked bodies are refused), JSON nesting is bounded, each connection must
 progress within a read timeout, and at most ``max_connections`` are served at once (more get 503, closed).
+Given ``TlsSettings`` (``system.tls``), a server speaks HTTPS only.
 """
 
 import hmac
 import json
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Collection, Sequence
 from enum import IntEnum
@@ -21,10 +23,12 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.serving import BaseWSGIServer
 
+from ding.utils.tls import TlsSettings
+
 from .. import config
-from .common import check_positive, connectable_host, format_http_address, random_token
+from .common import connectable_host, format_http_address, random_token
 from .envelope import ResponsibleException, failure_response, success_response
-from .limits import BoundedWSGIServer, busy_answer, check_body_framing, request_handler
+from .limits import BoundedWSGIServer, HttpLimits, busy_answer, check_body_framing, request_handler
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +76,22 @@ def _json_response(envelope: dict[str, Any], status: int) -> Response:
     return Response(json.dumps(envelope), status=status, mimetype='application/json')
 
 
-def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data_routes: Collection[str] = ()) -> Flask:
+def build_app(
+    import_name: str,
+    routes: Sequence[Route],
+    codes: ErrorCodes,
+    data_routes: Collection[str] = (),
+    limits: HttpLimits | None = None,
+) -> Flask:
     """
     A Flask app serving ``routes`` where every answer, errors included (unknown route, wrong method, too large,
     unexpected exception), is a JSON envelope with a code from ``codes`` (MasterErrorCode/SlaveErrorCode).
-    Bodies of ``data_routes`` may reach ``config.MAX_REQUEST_BYTES``, those of the others
-    ``config.MAX_CONTROL_REQUEST_BYTES``.
+    Bodies of ``data_routes`` may reach ``limits.data_body_bytes``, those of the others
+    ``limits.control_body_bytes`` (default ``HttpLimits()``).
     """
+    limits = HttpLimits() if limits is None else limits
     app = Flask(import_name)
-    app.config['MAX_CONTENT_LENGTH'] = config.MAX_REQUEST_BYTES
+    app.config['MAX_CONTENT_LENGTH'] = max(limits.data_body_bytes, limits.control_body_bytes)
 
     def _wrap(view: Callable[[], dict[str, Any]], limit: int) -> Callable[[], Response]:
 
@@ -98,9 +109,7 @@ def build_app(import_name: str, routes: Sequence[Route], codes: ErrorCodes, data
         app.add_url_rule(
             rule,
             endpoint=rule,
-            view_func=_wrap(
-                view, config.MAX_REQUEST_BYTES if rule in data_routes else config.MAX_CONTROL_REQUEST_BYTES
-            ),
+            view_func=_wrap(view, limits.data_body_bytes if rule in data_routes else limits.control_body_bytes),
             methods=list(methods),
             provide_automatic_options=False,
         )
@@ -153,15 +162,17 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 class HttpService:
     """
-    Base of the HTTP servers (``PeerService``: Master and Slave; the run service): owns the HTTP server and its thread, a stop flag for worker threads and the
-    service's own token (needed for ``DELETE /shutdown`` over HTTP). One-shot: start once, shut down once.
+    Base of the HTTP servers (``PeerService``: Master and Slave; the run service): owns the HTTP server and its
+    thread, a stop flag for worker threads and the service's own token (needed for ``DELETE /shutdown`` over
+    HTTP). One-shot: start once, shut down once. ``limits`` bound what clients may cost (default
+    ``HttpLimits()``); with ``tls`` the server speaks HTTPS only.
     Subclasses give ``_routes()`` and may override ``_start_workers``/``_stop_workers``/``_worker_threads``.
     """
 
     _role = 'service'
     _codes: ErrorCodes
 
-    # Routes whose bodies carry data (up to config.MAX_REQUEST_BYTES); every other route is a control route.
+    # Routes whose bodies carry data (up to limits.data_body_bytes); every other route is a control route.
     _data_routes: frozenset[str] = frozenset()
 
     def __init__(
@@ -169,23 +180,24 @@ class HttpService:
         host: str,
         port: int,
         disable_flask_log: bool = True,
-        read_timeout: float | None = None,
-        max_connections: int | None = None,
+        limits: HttpLimits | None = None,
+        tls: TlsSettings | None = None,
     ):
         if not isinstance(host, str):
             raise TypeError(f'host must be a string, got {host!r}')
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f'port must be an int in [0, 65535] (0 picks a free port), got {port!r}')
-        max_connections = config.DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise ValueError(f'max_connections must be an int >= 1, got {max_connections!r}')
+        if limits is not None and not isinstance(limits, HttpLimits):
+            raise TypeError(f'limits must be an HttpLimits or None, got {type(limits).__name__}')
+        if tls is not None and not isinstance(tls, TlsSettings):
+            raise TypeError(f'tls must be a TlsSettings or None, got {type(tls).__name__}')
         self._host = host
         self._port = port
         self._disable_flask_log = disable_flask_log
-        self._read_timeout = check_positive(
-            'read_timeout', config.DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout
-        )
-        self._max_connections = max_connections
+        self._limits = HttpLimits() if limits is None else limits
+        self._tls = tls
+        # What this service's own requests to its peers trust (the run's CA); built once, shared by its threads.
+        self._tls_client_context = tls.client_context() if tls is not None else None
         self._self_token = random_token()
         self._server: BaseWSGIServer | None = None
         self._server_thread: threading.Thread | None = None
@@ -199,7 +211,7 @@ class HttpService:
 
     def _build_app(self) -> Flask:
         """The app served; subclasses may mount more routes on it (before the first request can arrive)."""
-        return build_app(__name__, self._routes(), self._codes, self._data_routes)
+        return build_app(__name__, self._routes(), self._codes, self._data_routes, self._limits)
 
     def _start_workers(self) -> None:
         """Start background threads (called once the server listens)."""
@@ -232,6 +244,20 @@ class HttpService:
         return self._server.port if self._server is not None else self._port
 
     @property
+    def limits(self) -> HttpLimits:
+        return self._limits
+
+    @property
+    def tls(self) -> TlsSettings | None:
+        """The TLS files served with (None: plain HTTP)."""
+        return self._tls
+
+    @property
+    def tls_client_context(self) -> ssl.SSLContext | None:
+        """The client context of this service's requests to its peers (trusts ``tls.ca_file``); None without TLS."""
+        return self._tls_client_context
+
+    @property
     def self_token(self) -> str:
         """Token that ``DELETE /shutdown`` requires in its ``Token`` header."""
         return self._self_token
@@ -246,7 +272,8 @@ class HttpService:
             if self._server is not None or self._stopping.is_set():
                 raise RuntimeError(f'{type(self).__name__} can only be started once')
             app = self._build_app()
-            handler = request_handler(self._disable_flask_log, self._read_timeout)
+            handler = request_handler(self._disable_flask_log, self._limits.read_timeout)
+            tls_context = self._tls.server_context() if self._tls is not None else None
             sock = listen_socket(self._host, self._port)
             try:
                 self._server = BoundedWSGIServer(
@@ -255,8 +282,9 @@ class HttpService:
                     app,
                     handler=handler,
                     fd=sock.fileno(),
-                    max_connections=self._max_connections,
-                    busy_answer=busy_answer(self._codes, self._max_connections),
+                    max_connections=self._limits.max_connections,
+                    busy_answer=busy_answer(self._codes, self._limits.max_connections),
+                    tls_context=tls_context,
                 )
             finally:
                 sock.close()  # the server holds its own duplicate of the socket
@@ -301,10 +329,12 @@ class HttpService:
         """Whether this service's own HTTP server answers ``GET /ping``."""
         if self._server is None:
             return False
-        url = format_http_address(connectable_host(self._host), self.port) + '/ping'
+        url = format_http_address(connectable_host(self._host), self.port, self._tls is not None) + '/ping'
         try:
             with requests.Session() as session:
                 session.trust_env = False
+                if self._tls is not None:
+                    session.verify = self._tls.ca_file
                 response = session.get(url, timeout=timeout)
             return response.status_code == 200 and response.json().get('success') is True
         except (requests.RequestException, ValueError):

@@ -169,7 +169,15 @@ class SlaveConnectionProxy:
 
     def ping(self, timeout: float = 2.0) -> bool:
         """Whether the slave's HTTP server answers ``GET /ping`` (needs no connection)."""
-        client = HttpClient(self._host, self._port, {}, get_slave_exception_by_error, retries=0, timeout=timeout)
+        client = HttpClient(
+            self._host,
+            self._port,
+            {},
+            get_slave_exception_by_error,
+            retries=0,
+            timeout=timeout,
+            tls=self._master.tls_client_context,
+        )
         try:
             client.request('GET', '/ping', idempotent=True)
         except requests.RequestException:
@@ -257,6 +265,7 @@ class SlaveConnectionProxy:
             retries=master.request_retries,
             retry_waiting=master.request_retry_waiting,
             timeout=master.request_timeout,
+            tls=master.tls_client_context,
         )
 
     def _best_effort_disconnect(self, client: HttpClient) -> None:

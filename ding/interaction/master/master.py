@@ -10,6 +10,8 @@ from typing import Any
 
 from flask import request
 
+from ding.utils.tls import TlsSettings
+
 from ..base.auth import check_secret
 from ..base.common import check_channel, check_positive, check_retries, format_http_address, get_host_ip
 from ..base.envelope import (
@@ -19,6 +21,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
+from ..base.limits import HttpLimits
 from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
@@ -67,6 +70,8 @@ class Master(PeerService):
         request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
         secret: str | None = None,
+        limits: HttpLimits | None = None,
+        tls: TlsSettings | None = None,
     ):
         """
         ``host``/``port``: where to listen (None: 127.0.0.1 and 7235; port 0 picks a free port, see ``.port``).
@@ -77,9 +82,11 @@ class Master(PeerService):
         wildcard host the outbound IP, or 127.0.0.1 without a route). ``request_timeout``: seconds per request.
         ``disable_flask_log``: drop werkzeug's per-request access log. None means the default for any argument.
         ``secret``: the run secret proven to every slave on connect (and required back from it); None: no proof.
+        ``limits``: the server's bounds (``system.http``). ``tls``: serve HTTPS only and reach slaves over HTTPS
+        only, trusting the certificates ``tls.ca_file`` signed (``system.tls``).
         """
         host = LOCAL_HOST if host is None else host
-        super().__init__(host, DEFAULT_MASTER_PORT if port is None else port, disable_flask_log)
+        super().__init__(host, DEFAULT_MASTER_PORT if port is None else port, disable_flask_log, limits, tls)
         self._heartbeat_tolerance = check_positive(
             'heartbeat_tolerance', DEFAULT_HEARTBEAT_TOLERANCE if heartbeat_tolerance is None else heartbeat_tolerance
         )
@@ -122,8 +129,8 @@ class Master(PeerService):
 
     @property
     def address(self) -> str:
-        """``http://my_address:port``, the callback address sent to slaves at connect time."""
-        return format_http_address(self._my_address, self.port)
+        """``http(s)://my_address:port``, the callback address sent to slaves at connect time."""
+        return format_http_address(self._my_address, self.port, self.tls is not None)
 
     @property
     def heartbeat_tolerance(self) -> float:

@@ -6,6 +6,7 @@ results back, sending heartbeats to the master while connected. Subclass it and 
 import hmac
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -13,6 +14,8 @@ from typing import Any
 
 import requests
 from flask import request
+
+from ding.utils.tls import TlsSettings
 
 from ..base.auth import AUTH_HEADER, AuthError, ConnectVerifier
 from ..base.client import HttpClient
@@ -32,6 +35,7 @@ from ..base.envelope import (
     parse_json_object,
     success_response,
 )
+from ..base.limits import HttpLimits
 from ..base.server import PeerService, Route
 from ..config import (
     DEFAULT_CHANNEL,
@@ -87,6 +91,8 @@ class Slave(PeerService):
         request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         disable_flask_log: bool = True,
         secret: str | None = None,
+        limits: HttpLimits | None = None,
+        tls: TlsSettings | None = None,
     ):
         """
         ``host``/``port``: where to listen (None: 127.0.0.1 and 7236; port 0 picks a free port, see ``.port``).
@@ -96,9 +102,15 @@ class Slave(PeerService):
         ``disable_flask_log``: drop werkzeug's per-request access log. None means the default for any argument.
         ``secret``: the run secret a master must prove on ``/connect`` before its body is read
         (``ding.interaction.base.auth``); None accepts any master (library use; the parallel workers pass one).
+        ``limits``: the server's bounds (``system.http``). ``tls``: serve HTTPS only, and call back only a master
+        whose address is ``https://`` and whose certificate ``tls.ca_file`` signed (``system.tls``).
         """
         super().__init__(
-            LOCAL_HOST if host is None else host, DEFAULT_SLAVE_PORT if port is None else port, disable_flask_log
+            LOCAL_HOST if host is None else host,
+            DEFAULT_SLAVE_PORT if port is None else port,
+            disable_flask_log,
+            limits=limits,
+            tls=tls,
         )
         self._heartbeat_span = check_positive(
             'heartbeat_span', DEFAULT_HEARTBEAT_SPAN if heartbeat_span is None else heartbeat_span
@@ -245,6 +257,7 @@ class Slave(PeerService):
         except ValueError as err:
             raise ResponsibleException(SlaveErrorCode.REQUEST_INVALID, str(err)) from None
         data = get_object_field(body, 'data', SlaveErrorCode.REQUEST_INVALID, required=False)
+        callback_tls = self._callback_tls(https)
 
         with self._link_lock:
             self._refuse_if_connected()
@@ -263,7 +276,7 @@ class Slave(PeerService):
                 retries=self._request_retries,
                 retry_waiting=self._request_retry_waiting,
                 timeout=self._request_timeout,
-                https=https,
+                tls=callback_tls,
             )
             self._link = _MasterLink(
                 format_http_address(master_host, master_port, https), master_token, slave_token, client
@@ -274,6 +287,18 @@ class Slave(PeerService):
         if self._verifier is not None and nonce is not None:
             answer['proof'] = self._verifier.accept_proof(nonce, slave_token)
         return success_response(answer, 'Connected.')
+
+    def _callback_tls(self, https: bool) -> ssl.SSLContext | None:
+        """The client context for calls to a master at an ``https`` (or plain) address. A slave serving TLS calls
+        back over TLS only, trusting its own CA: a plain address would send the link's token in clear."""
+        if self.tls_client_context is not None:
+            if not https:
+                raise ResponsibleException(
+                    SlaveErrorCode.REQUEST_INVALID,
+                    'This slave uses TLS: the master address must be https://, so that its token is not sent in clear.',
+                )
+            return self.tls_client_context
+        return ssl.create_default_context() if https else None
 
     def _api_disconnect(self) -> dict[str, Any]:
         link = self._check_master()

@@ -12,6 +12,7 @@ from flask import request
 
 from ding.interaction import config
 from ding.interaction.base.envelope import parse_json_object, success_response
+from ding.interaction.base.limits import HttpLimits
 from ding.interaction.base.server import HttpService, Route
 from ding.interaction.exception import SlaveErrorCode
 from tests.helpers.interaction import CalcSlave
@@ -38,7 +39,7 @@ class EchoService(HttpService):
 
 @pytest.fixture
 def echo() -> Iterator[EchoService]:
-    service = EchoService('127.0.0.1', 0, read_timeout=0.5, max_connections=4)
+    service = EchoService('127.0.0.1', 0, limits=HttpLimits(read_timeout=0.5, max_connections=4))
     service.start()
     try:
         yield service
@@ -173,6 +174,25 @@ def test_connections_beyond_the_cap_are_refused_at_once_not_queued(echo: EchoSer
 
 def test_limits_are_validated() -> None:
     with pytest.raises(ValueError, match='max_connections'):
-        EchoService('127.0.0.1', 0, max_connections=0)
+        HttpLimits(max_connections=0)
     with pytest.raises(ValueError, match='read_timeout'):
-        EchoService('127.0.0.1', 0, read_timeout=-1)
+        HttpLimits(read_timeout=-1)
+    with pytest.raises(ValueError, match=r"system.http: unknown key\(s\) \['read_timout'\]"):
+        HttpLimits.from_config({'read_timout': 5})
+    with pytest.raises(ValueError, match='system.http.control_body_bytes must be an int >= 1'):
+        HttpLimits.from_config({'control_body_bytes': 0})
+    with pytest.raises(TypeError, match='limits must be an HttpLimits'):
+        EchoService('127.0.0.1', 0, limits={'read_timeout': 1})
+
+
+def test_limits_from_the_system_config_bound_every_route() -> None:
+    # system.http = dict(control_body_bytes=2048, data_body_bytes=8192): both limits answer 413 from the headers.
+    limits = HttpLimits.from_config({'control_body_bytes': 2048, 'data_body_bytes': 8192, 'max_connections': None})
+    assert limits.max_connections == config.DEFAULT_MAX_CONNECTIONS  # None keeps the default
+    limits = HttpLimits.from_config({'control_body_bytes': 2048, 'data_body_bytes': 8192, 'read_timeout': 0.5})
+    with EchoService('127.0.0.1', 0, limits=limits) as service:
+        assert _post(service.port, '/control', json.dumps({'a': 'x' * 1000}).encode())[0] == 200
+        status, body = _post(service.port, '/control', json.dumps({'a': 'x' * 3000}).encode())
+        assert status == 413 and '2048' in body['message']
+        assert _post(service.port, '/data', json.dumps({'a': 'x' * 3000}).encode())[0] == 200
+        assert _post(service.port, '/data', json.dumps({'a': 'x' * 9000}).encode())[0] == 413
