@@ -93,6 +93,10 @@ SYSTEM_KEYS: dict[str, Any] = dict(
     learner_gpu_num=0,
     # a file holding the run secret (multi-host runs); None: one is generated per run
     secret_file=None,
+    # TLS for every server and client of the run (multi-host runs): all three paths, or none (plain HTTP)
+    tls=dict(cert_file=None, key_file=None, ca_file=None),
+    # bounds of every server of the run; None keeps the server's default (ding.interaction.config)
+    http=dict(control_body_bytes=None, data_body_bytes=None, read_timeout=None, max_connections=None),
     learner=dict(),
     collector=dict(),
     comm_learner=dict(),
@@ -128,6 +132,12 @@ SYSTEM_BOUNDS = {
     'coordinator.data_gc_interval': ('number', '(0, inf)'),
     'coordinator.data_gc_min_age': ('number', '[0, inf)'),
     'learner_gpu_num': ('int', '[0, inf)'),
+    # the servers' bounds (docs/security.md): a control body must hold a connect request (a few hundred bytes),
+    # a data body a task; one thread per connection
+    'http.control_body_bytes': ('int', '[1024, 16777216]'),
+    'http.data_body_bytes': ('int', '[1024, 4294967296]'),
+    'http.read_timeout': ('number', '(0, 3600]'),
+    'http.max_connections': ('int', '[1, 4096]'),
     # worker entries (system.learner.learnerI / system.collector.collectorI)
     'comm_batches': ('int', '[1, inf)'),
     'send_policy_freq': ('int', '[1, inf)'),

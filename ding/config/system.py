@@ -3,7 +3,8 @@
 The section names the coordinator's settings and every worker's entry; a typo or a wrong value there used to
 surface only once the workers ran (a traceback in the coordinator, or a learner refusing every task it was
 given). ``check_system_config`` holds it to the same rules as the main config: every key known (with a
-"did you mean"), of its default's type, and within the bounds of ``SYSTEM_BOUNDS``.
+"did you mean"), of its default's type, and within the bounds of ``SYSTEM_BOUNDS``; the files of ``system.tls``
+are checked too (``ding.utils.tls``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
+
+from ding.utils.tls import TLS_KEYS, tls_problems
 
 from .bounds import COORDINATOR_ADDRESS_KEYS, SYSTEM_BOUNDS, SYSTEM_KEYS, SYSTEM_TYPES, WORKER_ENTRY_KEYS
 from .validate import coerce_integers, raise_problems, validate_section
@@ -57,6 +60,11 @@ def check_system_config(
         value = system.get(key)
         if value is not None and not isinstance(value, types):
             problems.append(f'system.{key}: expected {want}, got {type(value).__name__} {value!r}')
+    # TLS files: present, readable, the key private, the certificate matching its key (before any port is taken).
+    # (Unknown keys and a non-dict section were reported above, with "did you mean".)
+    tls = system.get('tls')
+    if isinstance(tls, Mapping):
+        problems.extend(tls_problems({k: v for k, v in tls.items() if k in TLS_KEYS}, 'system.tls'))
     for kind in WORKER_KINDS:
         for name, entry in (system.get(kind) or {}).items():
             if isinstance(entry, Mapping) and entry.get('use_distributed'):

@@ -80,6 +80,9 @@ def worker_config(cfg: EasyDict, role: str, name: str) -> EasyDict:
     wcfg.setdefault('seed', int(cfg.main.get('seed', 0)) + _index_of(name))
     # The only modules a task may have the worker import: those the run's own config names (ding.worker.task_fields).
     wcfg.setdefault('allowed_import_names', config_import_names(cfg.main))
+    # The run's TLS files and server bounds (checked with the config), for the worker's slave.
+    wcfg.setdefault('tls', cfg.system.get('tls'))
+    wcfg.setdefault('http', cfg.system.get('http'))
     return wcfg
 
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from easydict import EasyDict
 
-from ding.interaction import CallbackSlave
+from ding.interaction import CallbackSlave, HttpLimits
 from ding.utils.log_helper import build_logger, close_logger
+from ding.utils.tls import TlsSettings
 
 # The slave's settings in a comm worker's config (``system.learner.<name>`` / ``system.collector.<name>``).
 SLAVE_KEYS = ('heartbeat_span', 'request_retries', 'request_retry_waiting', 'request_timeout', 'channel')
@@ -66,7 +67,15 @@ class SlaveHost:
         try:
             settings = {key: cfg[key] for key in SLAVE_KEYS}
             # The run secret, put there in memory only by the worker process (ding.entry.parallel_worker).
-            slave = slave_cls(cfg.host, cfg.port, callbacks, secret=cfg.get('secret'), **settings)
+            slave = slave_cls(
+                cfg.host,
+                cfg.port,
+                callbacks,
+                secret=cfg.get('secret'),
+                limits=HttpLimits.from_config(cfg.get('http')),  # system.http
+                tls=TlsSettings.from_config(cfg.get('tls')),  # system.tls
+                **settings,
+            )
             slave.start()
         except BaseException:
             try:

@@ -12,6 +12,7 @@ from ding.config.loader import read_config
 from ding.config.parallel import compile_config_parallel
 from tests.helpers.config_toys import TOY_CREATE, toy_main
 from tests.helpers.processes import ROOT, child_env, worker_pids
+from tests.helpers.tls import make_pki
 
 CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
 
@@ -166,3 +167,33 @@ def test_learner_config_keys_of_the_comm_learner_are_known_and_bounded(in_tmp):
     assert 'policy.learn.learner.max_staleness = int -1 is out of range' in msg
     msg = refused(lambda main, system: main.policy.other.replay_buffer.update(max_use=0))
     assert 'policy.other.replay_buffer.max_use = int 0 is out of range' in msg
+
+
+def test_http_limits_are_system_keys_with_bounds(in_tmp):
+    msg = refused(
+        lambda main, system: system.update(
+            http=dict(control_body_bytes=10, read_timeout=0, max_connections='many', read_timout=5)
+        )
+    )
+    assert 'system.http.control_body_bytes = int 10 is out of range: must be in [1024, 16777216]' in msg
+    assert 'system.http.read_timeout = int 0 is out of range' in msg
+    assert "system.http.max_connections: expected an integer, got str 'many'" in msg
+    assert "system.http.read_timout: unknown key 'read_timout' in system.http; did you mean 'read_timeout'?" in msg
+    main, create, system = read_config(CONFIG)
+    system.http = dict(control_body_bytes=4096, read_timeout=2.5)
+    cfg = compile_config_parallel(main, create, system, save_cfg=False)
+    assert cfg.system.http == dict(control_body_bytes=4096, read_timeout=2.5)
+
+
+def test_tls_files_are_checked_before_any_worker(in_tmp):
+    pki = make_pki(str(in_tmp))
+    os.chmod(pki.key_file, 0o640)
+    msg = refused(lambda main, system: system.update(tls=dict(pki.tls_section(), ca_fle='x')))
+    assert f'system.tls.key_file: key file {pki.key_file} is readable by other users (mode 640); chmod 600 it' in msg
+    assert "system.tls.ca_fle: unknown key 'ca_fle' in system.tls; did you mean 'ca_file'" in msg
+    os.chmod(pki.key_file, 0o600)
+    msg = refused(lambda main, system: system.update(tls=dict(cert_file=pki.cert_file)))
+    assert 'system.tls.key_file: required when system.tls is set' in msg
+    main, create, system = read_config(CONFIG)
+    system.tls = pki.tls_section()
+    assert compile_config_parallel(main, create, system, save_cfg=False).system.tls.ca_file == pki.ca_file

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ding.config.errors import CONFIG_REFUSAL
+from ding.interaction import HttpLimits
 from ding.utils.jsonable import to_jsonable
+from ding.utils.tls import TlsSettings
 
 from .learn_task_payload import learn_task_payload
 from .resource_manager import NaiveResourceManager
@@ -46,6 +48,8 @@ class CommCoordinator:
             on_collector_lost=lambda: callback_fn['deal_with_decrease_collector'](),
             secret=secret,
             on_squatted=callback_fn.get('deal_with_worker_squatted'),
+            tls=TlsSettings.from_config(self._system_cfg.get('tls')),  # system.tls
+            limits=HttpLimits.from_config(self._system_cfg.get('http')),  # system.http
         )
         self._learner_request_timeout = float(cfg.get('learner_request_timeout', 30))
         self._collector_request_timeout = float(cfg.get('collector_request_timeout', 30))

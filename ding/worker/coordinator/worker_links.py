@@ -8,13 +8,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ding.interaction import Master, SlaveNotAuthenticated
+from ding.interaction import HttpLimits, Master, SlaveNotAuthenticated
 from ding.interaction.exception import (
     SlaveMasterSecretNotGiven,
     SlaveMasterSecretNotMatch,
     SlaveSlaveAlreadyConnected,
 )
 from ding.interaction.master.task import TaskStatus
+from ding.utils.tls import TlsSettings
 
 from .resource_manager import NaiveResourceManager
 
@@ -93,9 +94,13 @@ class WorkerLinks:
         on_collector_lost: Callable[[], None],
         secret: str | None = None,
         on_squatted: Callable[[str, str, str], None] | None = None,
+        tls: TlsSettings | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         self._cfg = cfg
         self._secret = secret
+        self._tls = tls
+        self._limits = limits
         self._on_squatted = on_squatted
         self._logger = logger
         self._on_change = on_change
@@ -127,6 +132,8 @@ class WorkerLinks:
             channel=int(cfg.get('channel', 0)),
             my_address=cfg.get('my_address', None),
             secret=self._secret,
+            limits=self._limits,
+            tls=self._tls,
         )
         self._master.start()
         self._connect_thread = threading.Thread(target=self._connect_loop, name='coordinator_connect', daemon=True)

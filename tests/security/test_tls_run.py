@@ -1,0 +1,47 @@
+"""A real ``ding -m parallel`` run with ``system.tls``: the coordinator and the learner and collector processes talk
+HTTPS with certificates made by ``openssl`` (tests/helpers/tls.py), the run trains, and a plain-HTTP client or a
+client trusting another CA gets nothing from a worker."""
+
+import json
+import os
+import re
+
+import pytest
+import requests
+
+from tests.helpers.parallel_run import ParallelRun, write_config
+from tests.helpers.tls import make_pki
+
+pytestmark = pytest.mark.slow
+
+
+def _worker_port(run: ParallelRun, name: str) -> int | None:
+    try:
+        with open(os.path.join(run.exp_dir, 'run', f'{name}.ready'), encoding='utf-8') as f:
+            return int(json.load(f)['port'])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def test_a_parallel_run_trains_over_tls_and_refuses_plain_and_foreign_clients(tmp_path):
+    pki = make_pki(str(tmp_path))
+    cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000)
+    with open(cfg, 'a', encoding='utf-8') as f:
+        f.write(f'system_config.tls = {pki.tls_section()!r}\n')
+    run = ParallelRun(str(tmp_path), cfg, '--train-iter', '40')
+    try:
+        port = run.wait_for(lambda: _worker_port(run, 'learner0'), 120, 'the learner to serve')
+        with requests.Session() as session:
+            session.trust_env = False
+            assert session.get(f'https://127.0.0.1:{port}/ping', verify=pki.ca_file, timeout=10).status_code == 200
+            with pytest.raises(requests.ConnectionError):
+                session.get(f'http://127.0.0.1:{port}/ping', timeout=10)
+            with pytest.raises(requests.exceptions.SSLError):
+                session.get(f'https://127.0.0.1:{port}/ping', verify=pki.other_ca_file, timeout=10)
+        assert run.proc.wait(240) == 0, run.output()[-3000:]
+    finally:
+        run.stop()
+    coordinator_log = os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt')
+    assert 'master listening on https://127.0.0.1:' in open(coordinator_log, encoding='utf-8').read()
+    trained = re.search(r'\[ding\] svc_parallel: .* train iters (\d+)', run.output())
+    assert trained is not None and int(trained.group(1)) >= 40, run.output()[-2000:]
