@@ -148,6 +148,7 @@ class BoundedWSGIServer(ThreadedWSGIServer):
         self.ssl_context = tls_context
         self._slots = threading.BoundedSemaphore(max_connections)
         self._busy_answer = busy_answer
+        self._handshake_timeout = handler.timeout  # the read timeout bounds the TLS handshake too
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Runs on the accepting thread: it must never block, so a full server refuses instead of waiting.
@@ -173,7 +174,7 @@ class BoundedWSGIServer(ThreadedWSGIServer):
         # The TLS handshake is made here, on the connection's own thread and within the read timeout. werkzeug's
         # own TLS wraps the listening socket, which makes every handshake on the accepting thread: one client that
         # connects and sends nothing would stall all the others.
-        request.settimeout(self.RequestHandlerClass.timeout)
+        request.settimeout(self._handshake_timeout)
         try:
             secure = self.ssl_context.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError) as exc:
