@@ -5,6 +5,8 @@ client trusting another CA gets nothing from a worker."""
 import json
 import os
 import re
+import socket
+import time
 
 import pytest
 import requests
@@ -23,11 +25,17 @@ def _worker_port(run: ParallelRun, name: str) -> int | None:
         return None
 
 
+def _coordinator_port(run: ParallelRun) -> int:
+    with open(os.path.join(run.exp_dir, 'parallel_config.json'), encoding='utf-8') as f:
+        return int(json.load(f)['system']['coordinator']['port'])
+
+
 def test_a_parallel_run_trains_over_tls_and_refuses_plain_and_foreign_clients(tmp_path):
     pki = make_pki(str(tmp_path))
     cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000)
     with open(cfg, 'a', encoding='utf-8') as f:
         f.write(f'system_config.tls = {pki.tls_section()!r}\n')
+        f.write('system_config.http = dict(read_timeout=2.0)\n')  # shows that system.http reaches every server
     run = ParallelRun(str(tmp_path), cfg, '--train-iter', '40')
     try:
         port = run.wait_for(lambda: _worker_port(run, 'learner0'), 120, 'the learner to serve')
@@ -38,6 +46,14 @@ def test_a_parallel_run_trains_over_tls_and_refuses_plain_and_foreign_clients(tm
                 session.get(f'http://127.0.0.1:{port}/ping', timeout=10)
             with pytest.raises(requests.exceptions.SSLError):
                 session.get(f'https://127.0.0.1:{port}/ping', verify=pki.other_ca_file, timeout=10)
+            # a client that connects and says nothing is dropped after system.http.read_timeout, by the learner
+            # and by the coordinator alike
+            coordinator_port = _coordinator_port(run)
+            for silent_port in (port, coordinator_port):
+                with socket.create_connection(('127.0.0.1', silent_port), timeout=10) as silent:
+                    started = time.monotonic()
+                    assert silent.recv(1) == b''
+                    assert 1.5 < time.monotonic() - started < 6.0
         assert run.proc.wait(240) == 0, run.output()[-3000:]
     finally:
         run.stop()
