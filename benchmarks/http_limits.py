@@ -1,11 +1,14 @@
 """What a hostile client costs a live worker: a real ``LearnerSlave`` in a child process on 127.0.0.1.
 
-    python benchmarks/http_limits.py [--bodies 100] [--body-mb 20] [--half-open 300] [--root PATH]
+    python benchmarks/http_limits.py [--bodies 100] [--body-mb 20] [--half-open 300] [--root PATH] [--tls]
 
 (a) RSS of the worker before and after ``--bodies`` unauthenticated ``POST /connect`` requests of ``--body-mb`` MB
     each (the whole body is sent, as an attacker would): the growth must stay a few MB.
 (b) ``--half-open`` connections that send half a request and stall: how many the server refuses at once (over
     its connection cap), how many it closes at its read timeout, and how many are still open after it.
+(c) with one client connected and silent, how long a good client waits for ``GET /ping``.
+``--tls``: the worker serves HTTPS (certificates made with openssl, tests/helpers/tls.py); every client speaks TLS,
+and a stalled connection of (b) and (c) is one that never starts its handshake.
 ``--root`` runs the worker from another checkout (e.g. the code before the limits) to compare. Prints a table.
 """
 
@@ -15,25 +18,44 @@ import argparse
 import os
 import selectors
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The worker: a LearnerSlave with callbacks that are never reached (nobody authenticated connects).
+# The worker: a LearnerSlave with callbacks that are never reached (nobody authenticated connects); with
+# $BENCH_TLS (cert, key, CA paths) it serves HTTPS.
 WORKER = """
-import sys
+import os, sys
 from ding.interaction import config
 from ding.worker.learner.comm.learner_slave import LearnerSlave
 names = list(LearnerSlave.TASKS.values()) + ['deal_with_lost_master']
-slave = LearnerSlave('127.0.0.1', 0, {name: (lambda *a: {}) for name in names})
+tls = {}
+if os.environ.get('BENCH_TLS'):
+    from ding.utils.tls import TlsSettings
+    tls['tls'] = TlsSettings(*os.environ['BENCH_TLS'].split(os.pathsep))
+slave = LearnerSlave('127.0.0.1', 0, {name: (lambda *a: {}) for name in names}, **tls)
 slave.start()
 print(slave.port, getattr(config, 'DEFAULT_READ_TIMEOUT', 0), getattr(config, 'DEFAULT_MAX_CONNECTIONS', 0), flush=True)
 sys.stdin.read()  # until the benchmark closes our stdin
 slave.close()
 """
+
+
+# The clients' TLS context (None: plain HTTP), set by main() with --tls.
+CLIENT_TLS: ssl.SSLContext | None = None
+
+
+def open_connection(port: int, timeout: float, handshake: bool = True) -> socket.socket:
+    """A connection to the worker; over TLS when ``CLIENT_TLS`` is set and ``handshake``."""
+    sock = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    if CLIENT_TLS is not None and handshake:
+        return CLIENT_TLS.wrap_socket(sock, server_hostname='127.0.0.1')
+    return sock
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -53,12 +75,15 @@ def post_connect_body(port: int, size: int) -> str:
         f'Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n'
     ).encode()
     body = b'{"master": {"address": "http://127.0.0.1:1"}, "pad": "' + b'x' * (size - 56) + b'"}'
-    with socket.create_connection(('127.0.0.1', port), timeout=60) as sock:
+    with open_connection(port, timeout=60) as sock:
         try:
             sock.sendall(head + body)
         except OSError as err:  # the server answered and closed before taking the whole body
             return type(err).__name__
-        answer = sock.recv(64)
+        try:
+            answer = sock.recv(64)
+        except OSError as err:
+            return type(err).__name__
     return answer.split(b' ')[1].decode() if answer.startswith(b'HTTP/') else 'closed'
 
 
@@ -91,8 +116,9 @@ def half_open(port: int, count: int, wait: float) -> dict[str, tuple[int, float]
     selector = selectors.DefaultSelector()
     opened: dict[socket.socket, float] = {}
     for _ in range(count):
-        sock = socket.create_connection(('127.0.0.1', port), timeout=5)
-        sock.sendall(b'POST /connect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le')
+        sock = open_connection(port, timeout=5, handshake=False)
+        if CLIENT_TLS is None:  # over TLS the connection stalls before its handshake
+            sock.sendall(b'POST /connect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le')
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ)
         opened[sock] = time.monotonic()
@@ -124,15 +150,41 @@ def half_open(port: int, count: int, wait: float) -> dict[str, tuple[int, float]
     return {k: (len(v), max(v, default=0.0)) for k, v in outcomes.items()}
 
 
+def ping_seconds(port: int) -> float:
+    """Seconds a good client waits for ``GET /ping`` while another connection is open and silent."""
+    with open_connection(port, timeout=60, handshake=False):
+        time.sleep(0.2)  # let the server accept the silent one first
+        started = time.monotonic()
+        with open_connection(port, timeout=60) as sock:
+            sock.sendall(b'GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')
+            answer = sock.recv(64)
+        seconds = time.monotonic() - started
+    assert answer.startswith(b'HTTP/1.1 200'), answer
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--bodies', type=int, default=100)
     parser.add_argument('--body-mb', type=float, default=20.0)
     parser.add_argument('--half-open', type=int, default=300)
     parser.add_argument('--root', default=ROOT, help='checkout whose ding the worker runs')
+    parser.add_argument('--tls', action='store_true', help='the worker serves HTTPS; every client speaks TLS')
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as pki_dir:
+        run(args, pki_dir)
 
+
+def run(args: argparse.Namespace, pki_dir: str) -> None:
+    global CLIENT_TLS
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.root), OMP_NUM_THREADS='1')
+    if args.tls:
+        sys.path.insert(0, ROOT)
+        from tests.helpers.tls import make_pki  # deferred: only with --tls (the one way tests make certificates)
+
+        pki = make_pki(pki_dir)
+        env['BENCH_TLS'] = os.pathsep.join([pki.cert_file, pki.key_file, pki.ca_file])
+        CLIENT_TLS = ssl.create_default_context(cafile=pki.ca_file)
     child = subprocess.Popen(
         [sys.executable, '-c', WORKER],
         cwd=os.path.abspath(args.root),
@@ -154,6 +206,8 @@ def main() -> None:
         after, peak = rss_mb(child.pid)
         wait = (read_timeout or 30.0) + 5.0
         outcomes = half_open(port, args.half_open, wait)
+        time.sleep(1.0)  # the slots of (b) come back
+        ping = ping_seconds(port)
     finally:
         if child.stdin is not None:
             child.stdin.close()
@@ -165,6 +219,7 @@ def main() -> None:
 
     print(
         f'worker: LearnerSlave from {os.path.abspath(args.root)}; read timeout {timeout_s} s, max connections {cap_s}'
+        + ('; HTTPS' if args.tls else '')
     )
     print(f'{"measure":<64} {"value":>14}')
     print('-' * 79)
@@ -178,6 +233,7 @@ def main() -> None:
         (f'(b) {args.half_open} half-open: answered 503 and closed (n, max s)', '{} / {:.2f}'.format(*outcomes['503'])),
         ('(b) closed without answer, by the read timeout (n, max s)', '{} / {:.2f}'.format(*outcomes['closed'])),
         (f'(b) still open after {wait:g} s (n)', str(outcomes['open'][0])),
+        ('(c) GET /ping while one connection is silent, s', f'{ping:.3f}'),
     ]
     for name, value in rows:
         print(f'{name:<64} {value:>14}')
