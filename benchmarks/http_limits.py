@@ -110,9 +110,10 @@ def big_bodies(port: int, count: int, size: int, threads: int = 4) -> dict[str, 
     return statuses
 
 
-def half_open(port: int, count: int, wait: float) -> dict[str, tuple[int, float]]:
+def half_open(port: int, count: int, wait: float, read_timeout: float) -> dict[str, tuple[int, float]]:
     """Open ``count`` stalled requests and watch them until closed (or ``wait`` s). Returns, per outcome ('503',
-    'closed', 'open'), how many and the longest time a connection of it lived, from its own opening."""
+    'refused': closed unanswered before half the read timeout, 'closed': later, 'open'), how many and the longest
+    time a connection of it lived, from its own opening."""
     selector = selectors.DefaultSelector()
     opened: dict[socket.socket, float] = {}
     for _ in range(count):
@@ -138,13 +139,14 @@ def half_open(port: int, count: int, wait: float) -> dict[str, tuple[int, float]
                 continue  # its close follows
             lived[sock] = time.monotonic() - opened[sock]
             selector.unregister(sock)
-    outcomes: dict[str, list[float]] = {'503': [], 'closed': [], 'open': []}
+    outcomes: dict[str, list[float]] = {'503': [], 'refused': [], 'closed': [], 'open': []}
     now = time.monotonic()
     for sock, start in opened.items():
         if sock not in lived:
             outcomes['open'].append(now - start)
         else:
-            outcomes['503' if sock in answered else 'closed'].append(lived[sock])
+            unanswered = 'refused' if lived[sock] < read_timeout / 2 else 'closed'
+            outcomes['503' if sock in answered else unanswered].append(lived[sock])
         sock.close()
     selector.close()
     return {k: (len(v), max(v, default=0.0)) for k, v in outcomes.items()}
@@ -205,7 +207,7 @@ def run(args: argparse.Namespace, pki_dir: str) -> None:
         time.sleep(0.5)
         after, peak = rss_mb(child.pid)
         wait = (read_timeout or 30.0) + 5.0
-        outcomes = half_open(port, args.half_open, wait)
+        outcomes = half_open(port, args.half_open, wait, read_timeout or 30.0)
         time.sleep(1.0)  # the slots of (b) come back
         ping = ping_seconds(port)
     finally:
@@ -231,6 +233,7 @@ def run(args: argparse.Namespace, pki_dir: str) -> None:
         ('(a) answers', ', '.join(f'{k} x{v}' for k, v in sorted(statuses.items()))),
         ('(a) seconds for all bodies', f'{seconds:.1f}'),
         (f'(b) {args.half_open} half-open: answered 503 and closed (n, max s)', '{} / {:.2f}'.format(*outcomes['503'])),
+        ('(b) closed at once without answer (n, max s)', '{} / {:.2f}'.format(*outcomes['refused'])),
         ('(b) closed without answer, by the read timeout (n, max s)', '{} / {:.2f}'.format(*outcomes['closed'])),
         (f'(b) still open after {wait:g} s (n)', str(outcomes['open'][0])),
         ('(c) GET /ping while one connection is silent, s', f'{ping:.3f}'),
