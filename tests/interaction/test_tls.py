@@ -116,3 +116,14 @@ def test_tls_settings_are_checked_up_front(pki, tmp_path):
     with pytest.raises(ValueError, match='system.tls.key_file: required'):
         TlsSettings.from_config(dict(cert_file=pki.cert_file, ca_file=pki.ca_file))
     assert isinstance(TlsSettings.from_config(pki.tls_section()).client_context(), ssl.SSLContext)
+
+
+def test_a_certificate_must_name_the_address_dialled(make_master, make_slave, tls):
+    # The certificate names 127.0.0.1 and localhost; the same slave dialled as 127.0.0.2 is refused.
+    slave = make_slave(host='0.0.0.0', secret=SECRET, tls=tls)
+    master = make_master(secret=SECRET, tls=tls)
+    with pytest.raises(requests.ConnectionError, match="doesn't match|mismatch|not valid for"):
+        master.new_connection('by-ip', '127.0.0.2', slave.port).connect()
+    assert not slave.is_connected
+    master.new_connection('by-name', 'localhost', slave.port).connect()
+    assert slave.is_connected
