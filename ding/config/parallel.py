@@ -329,6 +329,14 @@ def _check_system(system: EasyDict, main: EasyDict, coordinator_cls: Any, allow_
         check_system_config(system, coordinator_cls.default_config(), comm_defaults, names, allow_unknown_keys)
     except ConfigError as exc:
         raise ConfigError(f'parallel config: system_config: {exc}') from None
+    tls = system.get('tls')
+    uses_tls = isinstance(tls, Mapping) and any(value is not None for value in tls.values())
+    if uses_tls and main.policy.collect.collector.get('policy_transport') == 'http':
+        # The weights would cross the network in clear, next to links the user asked to encrypt.
+        raise ConfigError(
+            "parallel config: policy.collect.collector.policy_transport='http' fetches weights from the learner's "
+            "run service, which does not speak TLS: with system_config.tls use 'fs' (the shared directory)"
+        )
 
 
 # ---- writing --------------------------------------------------------------------------------------

@@ -197,3 +197,14 @@ def test_tls_files_are_checked_before_any_worker(in_tmp):
     main, create, system = read_config(CONFIG)
     system.tls = pki.tls_section()
     assert compile_config_parallel(main, create, system, save_cfg=False).system.tls.ca_file == pki.ca_file
+
+
+def test_tls_with_weights_over_plain_http_is_refused(in_tmp):
+    pki = make_pki(str(in_tmp))
+
+    def change(main, system):
+        system.tls = pki.tls_section()
+        main.policy.collect.collector.policy_transport = 'http'
+
+    msg = refused(change)
+    assert "policy_transport='http' fetches weights from the learner's run service, which does not speak TLS" in msg
