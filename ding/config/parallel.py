@@ -335,7 +335,7 @@ def _check_system(system: EasyDict, main: EasyDict, coordinator_cls: Any, allow_
         # The weights would cross the network in clear, next to links the user asked to encrypt.
         raise ConfigError(
             "parallel config: policy.collect.collector.policy_transport='http' fetches weights from the learner's "
-            "run service, which does not speak TLS: with system_config.tls use 'fs' (the shared directory)"
+            "run service without the run's CA: with system_config.tls use 'fs' (the shared directory)"
         )
 
 

@@ -6,7 +6,8 @@
     ding ctl tune      --set KEY=VALUE [--set KEY=VALUE ...] [--wait S]
     ding ctl terminate [--wait S]
 
-``--exp-dir`` reads the address and the token from ``DIR/run.json`` (written by the run, mode 0600).
+``--exp-dir`` reads the address and the token from ``DIR/run.json`` (written by the run, mode 0600), and for a
+run serving HTTPS (``system.tls``) the CA to trust (else ``--ca-file``).
 Exit status: 0 done, 1 refused or unreachable, 2 bad usage.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import http.client
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -42,14 +44,20 @@ class RunServiceClient:
     Built on the standard library's ``urllib``: ``ding ctl`` starts in a fraction of a second, and importing
     ``requests`` alone would cost more than that on a busy machine."""
 
-    def __init__(self, address: str, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, address: str, token: str | None = None, timeout: float = 30.0, ca_file: str | None = None
+    ) -> None:
+        """``ca_file``: the CA an ``https://`` run's certificate must be signed by (default: the system's)."""
         self.base_url = normalize_address(address)
         self.timeout = timeout
         self._headers = {'Accept': 'application/json'}
         if token:
             self._headers['Authorization'] = f'Bearer {token}'
         # No proxy handler from the environment: the run is addressed directly, never through a proxy.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+        if ca_file:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
+        self._opener = urllib.request.build_opener(*handlers)
 
     def close(self) -> None:
         """Nothing is kept open between calls; kept so callers can close every client alike."""
@@ -126,6 +134,9 @@ def _add_target_options(p: argparse.ArgumentParser, default: Any) -> None:
         help='experiment directory: read address and token from DIR/run.json',
     )
     p.add_argument('--token', default=default, help="the run's control token (default: from run.json)")
+    p.add_argument(
+        '--ca-file', default=default, metavar='PEM', help='CA of a run serving HTTPS (default: from run.json)'
+    )
     p.add_argument('--timeout', type=float, default=default, help='seconds to wait for an answer (default 30)')
     p.add_argument('--json', action='store_true', default=default, help='print the raw JSON answer')
 
@@ -163,8 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_target(address: str | None, exp_dir: str | None, token: str | None) -> tuple[str, str | None]:
-    """(address, token) from the options, ``--exp-dir``'s run.json filling what is missing."""
+def resolve_target(
+    address: str | None, exp_dir: str | None, token: str | None, ca_file: str | None = None
+) -> tuple[str, str | None, str | None]:
+    """(address, token, ca_file) from the options, ``--exp-dir``'s run.json filling what is missing."""
     if exp_dir:
         path = os.path.join(exp_dir, 'run.json')
         try:
@@ -174,11 +187,12 @@ def resolve_target(address: str | None, exp_dir: str | None, token: str | None) 
             raise CtlError(f'{path} not found: is a run with service.enable=True running in {exp_dir}?') from None
         except (OSError, ValueError) as exc:
             raise CtlError(f'cannot read {path}: {exc}') from None
-        address = address or info.get('address')
+        address = address or info.get('url') or info.get('address')
         token = token or info.get('token')
+        ca_file = ca_file or info.get('ca_file')
     if not address:
         raise CtlError('say which run: --address HOST:PORT or --exp-dir DIR (with a run.json)')
-    return address, token
+    return address, token, ca_file
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -210,8 +224,8 @@ def run(argv: list[str]) -> int:
         print('ding ctl: error: choose a command: ' + ', '.join(COMMANDS), file=sys.stderr)
         return 2
     try:
-        address, token = resolve_target(args.address, args.exp_dir, args.token)
-        client = RunServiceClient(address, token, args.timeout or 30.0)
+        address, token, ca_file = resolve_target(args.address, args.exp_dir, args.token, args.ca_file)
+        client = RunServiceClient(address, token, args.timeout or 30.0, ca_file)
     except CtlError as exc:
         print(f'ding ctl: error: {exc}', file=sys.stderr)
         return 2

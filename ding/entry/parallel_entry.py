@@ -26,6 +26,7 @@ from ding.config.parallel import find_free_port
 from ding.config.writer import redact_secrets
 from ding.interaction.base.auth import new_run_secret, resolve_run_secret
 from ding.utils.jsonable import to_jsonable
+from ding.utils.tls import TlsSettings
 from ding.worker.coordinator.coordinator import Coordinator
 
 from .parallel_prepare import prepare_run
@@ -305,7 +306,12 @@ def _start_service(cfg: EasyDict, coordinator: Any) -> Any:
     if not service_enabled(cfg.main):
         return None
     runtime = start_service(
-        cfg.main.get('service'), cfg.main.exp_name, instance='coordinator', serve_weights=False, log=coordinator.info
+        cfg.main.get('service'),
+        cfg.main.exp_name,
+        instance='coordinator',
+        serve_weights=False,
+        log=coordinator.info,
+        tls=TlsSettings.from_config(cfg.system.get('tls')),
     )
     try:
         coordinator.attach_service(runtime)  # registers its tunables through the runtime (gauges included)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ding.utils.tls import TlsSettings
 from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
 
 from .runtime import ServiceRuntime
@@ -32,8 +33,11 @@ class CommLearnerService(LearnerObserver):
     """The run service of one comm learner process (``name``: the worker's name, ``exp_name``: the default
     experiment directory). ``log`` gets its one-line messages (default: the ``ding.service`` logger)."""
 
-    def __init__(self, name: str, exp_name: str, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, name: str, exp_name: str, log: Callable[[str], None] | None = None, tls: TlsSettings | None = None
+    ) -> None:
         self._name = name
+        self._tls = tls  # the run's system.tls: this service then speaks HTTPS only
         self._exp_name = exp_name
         self._log = log or _LOG.info
         self._runtime: ServiceRuntime | None = None
@@ -54,6 +58,7 @@ class CommLearnerService(LearnerObserver):
                 task_info.get('exp_name') or self._exp_name,
                 instance=self._name,
                 log=self._log,
+                tls=self._tls,
             )
             self._runtime = runtime
         runtime.attach_learner(learner, control_hook=True, on_terminate=_stop_learner)
@@ -90,7 +95,10 @@ def attach_comm_learner_service(comm: BaseCommLearner, log: Callable[[str], None
         (logger.info if logger is not None else _LOG.info)(text)
 
     service = CommLearnerService(
-        cfg.get('name', 'learner0'), cfg.get('exp_name', 'default_experiment'), log=log or log_to_comm
+        cfg.get('name', 'learner0'),
+        cfg.get('exp_name', 'default_experiment'),
+        log=log or log_to_comm,
+        tls=TlsSettings.from_config(cfg.get('tls')),  # system.tls, put in the worker's config by parallel_worker
     )
     comm.add_learner_observer(service)
     return service

@@ -26,6 +26,7 @@ from ding.interaction.base.common import connectable_host, random_token
 from ding.interaction.base.envelope import ResponsibleException, failure_response, parse_json_object, success_response
 from ding.interaction.base.limits import HttpLimits
 from ding.interaction.base.server import HttpService, Route, build_app
+from ding.utils.tls import TlsSettings
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
 
 from .metrics import ServiceMetrics
@@ -114,8 +115,9 @@ class ServiceServer(HttpService):
         weights: WeightsStore | None = None,
         info: dict[str, Any] | None = None,
         limits: HttpLimits | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
-        super().__init__(host, port, limits=limits)
+        super().__init__(host, port, limits=limits, tls=tls)
         if control is not None and not token:
             raise ValueError('ServiceServer: a token is required when run control is served')
         self._token = token or ''
@@ -189,7 +191,7 @@ class ServiceServer(HttpService):
 
     @property
     def url(self) -> str:
-        return 'http://' + self.address
+        return ('https://' if self.tls is not None else 'http://') + self.address
 
     @property
     def token(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
+from ding.utils.tls import TlsSettings
 from ding.worker.learner.learner_hook import iterations_done
 from ding.worker.learner.nan_guard import add_nan_guard_listener, remove_nan_guard_listener
 
@@ -50,8 +51,10 @@ class ServiceRuntime:
         run_id: str | None = None,
         log: Callable[[str], None] | None = None,
         serve_weights: bool = True,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.cfg = check_service_config(cfg)
+        self._tls = tls  # system.tls of a parallel run: the server speaks HTTPS only
         self.exp_name = exp_name
         self.instance = instance
         self.config_hash = config_hash
@@ -201,15 +204,18 @@ class ServiceRuntime:
             'pid': os.getpid(),
             'config_hash': self.config_hash,
         }
-        server = ServiceServer(self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info)
+        server = ServiceServer(
+            self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info, tls=self._tls
+        )
         server.start()
         self.server = server
         # The token itself is never printed: this line lands in log files other users may read.
         if run_file:
             self.run_file = os.path.join('.', self.exp_name, run_file)
-            write_run_file(
-                self.run_file, dict(info, address=server.address, url=server.url, token=token, started=time.time())
-            )
+            found = dict(info, address=server.address, url=server.url, token=token, started=time.time())
+            if self._tls is not None:
+                found['ca_file'] = self._tls.ca_file  # what ding ctl trusts
+            write_run_file(self.run_file, found)
             where = (
                 f'; control token in {self.run_file} (readable by its owner only; '
                 f'try: ding ctl status --exp-dir ./{self.exp_name})'
@@ -285,11 +291,14 @@ def start_service(
     run_file: str | None = RUN_FILE,
     config_hash: str = '',
     log: Callable[[str], None] | None = None,
+    tls: TlsSettings | None = None,
 ) -> ServiceRuntime:
     """A ``ServiceRuntime`` with its server started (when ``service_cfg.enable``): the one call another
     process (e.g. the parallel coordinator) needs to serve ``/run/*``, ``/metrics`` and ``/healthz``.
     Drive it with ``runtime.control.poll()`` between rounds of work; ``runtime.close()`` at the end."""
-    runtime = ServiceRuntime(service_cfg, exp_name, instance, config_hash, log=log, serve_weights=serve_weights)
+    runtime = ServiceRuntime(
+        service_cfg, exp_name, instance, config_hash, log=log, serve_weights=serve_weights, tls=tls
+    )
     try:
         runtime.start_server(run_file)
     except BaseException:

@@ -207,4 +207,4 @@ def test_tls_with_weights_over_plain_http_is_refused(in_tmp):
         main.policy.collect.collector.policy_transport = 'http'
 
     msg = refused(change)
-    assert "policy_transport='http' fetches weights from the learner's run service, which does not speak TLS" in msg
+    assert "policy_transport='http' fetches weights from the learner's run service without the run's CA" in msg
