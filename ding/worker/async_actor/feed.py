@@ -43,6 +43,7 @@ class LearnerFeed:
         self.unrolls_taken = 0
         self.reused_batches = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.last_lag: LagStats | None = None  # of the newest batch
         self._last: tuple[dict[str, Any], list[int]] | None = None
         self._uses = 0
 
@@ -54,7 +55,8 @@ class LearnerFeed:
             self._uses += 1
             self.reused_batches += 1
             batch, versions = self._last
-            return batch, LagStats.of([learner_version - v for v in versions])
+            self.last_lag = LagStats.of([learner_version - v for v in versions])
+            return batch, self.last_lag
         unrolls: list[Unroll] = []
         try:
             while len(unrolls) < batch_size:
@@ -70,7 +72,8 @@ class LearnerFeed:
             self.recent_returns.extend(unroll.episode_returns)
         self.unrolls_taken += len(unrolls)
         self._last, self._uses = (batch, versions), 1
-        return batch, LagStats.of([learner_version - v for v in versions])
+        self.last_lag = LagStats.of([learner_version - v for v in versions])
+        return batch, self.last_lag
 
     def _take(self) -> Unroll:
         while True:
