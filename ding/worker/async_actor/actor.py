@@ -170,7 +170,7 @@ class ActorThread(threading.Thread):
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
-        """Leave the loop after the current step (a thread waiting on a queue needs the queue closed)."""
+        """Leave the loop after the current cycle (a thread waiting on a queue needs the queue closed too)."""
         self._stop_event.set()
 
     def run(self) -> None:
