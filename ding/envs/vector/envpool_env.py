@@ -4,7 +4,10 @@ episode ended, as the protocol asks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,6 +26,14 @@ def import_envpool() -> Any:
     except ImportError as e:
         raise ImportError(ENVPOOL_MISSING) from e
     return envpool
+
+
+@contextlib.contextmanager
+def _float32_bounds_quiet() -> Iterator[None]:
+    """Hide gymnasium's warning about EnvPool's float64 bounds of float32 boxes (the cast is harmless)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='.*precision lowered', category=UserWarning)
+        yield
 
 
 def envpool_available() -> bool:
@@ -72,8 +83,9 @@ class EnvPoolVectorEnv:
             spec = envpool.make_spec(self.task_id, **self.options)
         except TypeError as e:  # envpool names the unknown keyword
             raise ValueError(f'env.envpool_kwargs for {self.task_id!r}: {e}') from e
-        action_space = spec.gymnasium_action_space
-        obs_space = spec.gymnasium_observation_space
+        with _float32_bounds_quiet():
+            action_space = spec.gymnasium_action_space
+            obs_space = spec.gymnasium_observation_space
         if not isinstance(action_space, spaces.Discrete):
             raise ValueError(
                 f'env.env_id {settings.env_id!r}: the async pipeline needs a Discrete action space, got {action_space}'
@@ -110,8 +122,9 @@ class EnvPoolVectorEnv:
         """(Re)build the pool seeded with ``seed`` and reset every env; the first observations."""
         if self._pool is not None:
             self._pool.close()
-        self._pool = self._envpool.make(self.task_id, env_type='gymnasium', seed=seed, **self.options)
-        obs, info = self._pool.reset()
+        with _float32_bounds_quiet():  # envpool builds its spaces at make and on the first recv
+            self._pool = self._envpool.make(self.task_id, env_type='gymnasium', seed=seed, **self.options)
+            obs, info = self._pool.reset()
         return self._in_env_order(obs, info)[0]
 
     def send(self, actions: np.ndarray) -> None:
