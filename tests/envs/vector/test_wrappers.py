@@ -6,8 +6,9 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 
-from ding.envs.vector import EpisodicLife, make_vector_env
+from ding.envs.vector import WRAPPERS, EpisodicLife, make_vector_env
 from ding.envs.vector.gymnasium_env import register_atari
+from ding.envs.vector.settings import WRAPPER_NAMES
 
 
 def test_gymnasium_pong_matches_envpools_layout():
@@ -38,3 +39,7 @@ def test_episodic_life_ends_the_episode_on_a_lost_life_and_keeps_the_game():
         assert info['lives'] == lives - 1
     finally:
         env.close()
+
+
+def test_every_accepted_wrapper_name_is_registered():
+    assert tuple(WRAPPERS) == WRAPPER_NAMES
