@@ -70,9 +70,7 @@ def serial_ppo_rates(seconds: float) -> tuple[float, float]:
     from ding.entry.pipeline_parts import build_serial_parts
     from dizoo.classic_control.cartpole.config.cartpole_ppo_config import create_config, main_config
 
-    parts = build_serial_parts(
-        main_config, create_config, 0, None, None, True, None, with_buffer=False, resume=None
-    )
+    parts = build_serial_parts(main_config, create_config, 0, None, None, True, None, with_buffer=False, resume=None)
     learner, collector = parts.learner, parts.collector
     try:
         collector.collect(train_iter=0)  # warm-up
@@ -84,7 +82,9 @@ def serial_ppo_rates(seconds: float) -> tuple[float, float]:
             return (collector.envstep - start_steps) / (time.perf_counter() - start)
 
         collect_only = timed(lambda: collector.collect(train_iter=learner.train_iter))
-        with_training = timed(lambda: learner.train(collector.collect(train_iter=learner.train_iter), collector.envstep))
+        with_training = timed(
+            lambda: learner.train(collector.collect(train_iter=learner.train_iter), collector.envstep)
+        )
         return collect_only, with_training
     finally:
         for close in (collector.close, parts.evaluator.close, learner.close):
