@@ -1,4 +1,4 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c + *_command)."""
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo + *_command)."""
 
 from .a2c import A2CPolicy
 from .base_policy import CommandModePolicy, Policy
@@ -10,6 +10,7 @@ from .command_mode_policy_instance import (
     PPOCommandModePolicy,
 )
 from .dqn import DQNPolicy
+from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
 
@@ -22,6 +23,7 @@ __all__ = [
     'DQNPolicy',
     'PPOPolicy',
     'A2CPolicy',
+    'IMPALAPolicy',
     'EpsCommandModePolicy',
     'DummyCommandModePolicy',
     'DQNCommandModePolicy',
