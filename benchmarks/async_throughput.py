@@ -91,6 +91,57 @@ def serial_ppo_rates(seconds: float) -> tuple[float, float]:
             close()
 
 
+CONFIGS = {
+    'cartpole': 'dizoo.classic_control.cartpole.config.cartpole_impala_config',
+    'pong': 'dizoo.atari.config.pong_impala_config',
+}
+VARIANTS = [(True, 1), (False, 1), (True, 2), (False, 2)]  # (double_buffer, staging_queue_size)
+
+
+def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> tuple[float, float]:
+    """(env steps/s, mean policy lag) of ``async_pipeline`` on the env's IMPALA config, evaluation off.
+
+    The learner's env-step count and the newest batch's lag are sampled every 0.1 s from a side thread; after
+    the warm-up and ``seconds`` it ends the run with SIGTERM (the pipeline's own way to stop: actors stopped,
+    checkpoint written, every env closed)."""
+    import importlib
+    import signal
+
+    from easydict import EasyDict
+
+    from ding.entry.async_entry import build_async_parts, run_async_loop
+
+    module = importlib.import_module(CONFIGS[name])
+    cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
+    cfg.exp_name = f'bench_{name}_db{int(double_buffer)}_st{staging}'
+    cfg.policy.eval.evaluator.eval_freq = 0
+    cfg.policy.async_actor.update(double_buffer=double_buffer, staging_queue_size=staging)
+    parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
+    feed, result = parts.feed, {}
+
+    def sample() -> None:
+        while feed.envstep == 0:  # until the first batch
+            time.sleep(0.05)
+        time.sleep(min(3.0, seconds / 4))  # warm-up
+        lags, start_steps, start = [], feed.envstep, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            time.sleep(0.1)
+            if feed.last_lag is not None:
+                lags.append(feed.last_lag.mean)
+        result['rate'] = (feed.envstep - start_steps) / (time.perf_counter() - start)
+        result['lag'] = float(np.mean(lags)) if lags else float('nan')
+        signal.raise_signal(signal.SIGTERM)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        run_async_loop(parts, None, None)
+    except KeyboardInterrupt:
+        pass
+    sampler.join(timeout=5)
+    return result['rate'], result['lag']
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument('--seconds', type=float, default=20.0)
@@ -114,6 +165,12 @@ def main() -> None:
                 collect, loop = serial_ppo_rates(args.seconds)
                 rows.append((name, 'serial PPO collector (8 envs), collecting only', collect, '-'))
                 rows.append((name, 'serial PPO loop: collect 256 + train (no eval)', loop, '-'))
+            if args.skip_async:
+                continue
+            for double_buffer, staging in VARIANTS:
+                rate, lag = async_rate(name, double_buffer, staging, args.seconds)
+                what = f'async IMPALA, double buffer {"on " if double_buffer else "off"}, staging queue {staging}'
+                rows.append((name, what, rate, f'{lag:.2f}'))
     finally:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)
