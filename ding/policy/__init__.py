@@ -1,6 +1,7 @@
 """Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo + *_command)."""
 
 from .a2c import A2CPolicy
+from .appo import APPOPolicy
 from .base_policy import CommandModePolicy, Policy
 from .command_mode_policy_instance import (
     A2CCommandModePolicy,
@@ -24,6 +25,7 @@ __all__ = [
     'PPOPolicy',
     'A2CPolicy',
     'IMPALAPolicy',
+    'APPOPolicy',
     'EpsCommandModePolicy',
     'DummyCommandModePolicy',
     'DQNCommandModePolicy',

@@ -27,6 +27,23 @@ LOSS_STATS = (
     'grad_norm',
 )
 OPTIM_TYPES = ('adam', 'rmsprop')
+IMPALA_LEARN_DEFAULTS: dict[str, Any] = dict(
+    batch_size=2,
+    learning_rate=0.0005,
+    optim_type='adam',
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    alpha=0.99,
+    momentum=0.0,
+    value_weight=0.5,
+    entropy_weight=0.01,
+    grad_norm=40.0,
+    discount_factor=0.99,
+    lambda_=1.0,
+    rho_clip_ratio=1.0,
+    c_clip_ratio=1.0,
+    rho_pg_clip_ratio=1.0,
+)
 
 
 class UnrollModel(Protocol):
@@ -63,23 +80,7 @@ class IMPALAPolicy(Policy):
         priority_IS_weight=False,
         action_space='discrete',
         model=dict(),
-        learn=dict(
-            batch_size=2,
-            learning_rate=0.0005,
-            optim_type='adam',
-            betas=(0.9, 0.999),
-            eps=1e-8,
-            alpha=0.99,
-            momentum=0.0,
-            value_weight=0.5,
-            entropy_weight=0.01,
-            grad_norm=40.0,
-            discount_factor=0.99,
-            lambda_=1.0,
-            rho_clip_ratio=1.0,
-            c_clip_ratio=1.0,
-            rho_pg_clip_ratio=1.0,
-        ),
+        learn=dict(IMPALA_LEARN_DEFAULTS),
         collect=dict(),
         eval=dict(),
         other=dict(),
