@@ -197,3 +197,17 @@ def test_asking_for_envpool_without_it_installed_says_how_to_install(monkeypatch
 def test_envpool_backend_object(closing):
     env = make(closing, dict(env_id='CartPole-v1'))
     assert isinstance(env, EnvPoolVectorEnv) and 'CartPole-v1' in repr(env)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_env_i_of_a_batch_plays_as_a_single_env_seeded_with_seed_plus_i(closing, backend):
+    cfg = dict(
+        env_id='CartPole-v1', backend=backend, envpool_kwargs=dict(num_threads=2) if backend == 'envpool' else {}
+    )
+    batch = make(closing, cfg, num_envs=4, seed=10)
+    singles = [make(closing, cfg, num_envs=1, seed=10 + i) for i in range(4)]
+    actions = np.random.default_rng(0).integers(0, 2, (40, 4))
+    got = [batch.reset(seed=10).copy()] + [batch.step(a)[0].copy() for a in actions]
+    for i, single in enumerate(singles):
+        want = [single.reset(seed=10 + i).copy()] + [single.step(a[i : i + 1])[0].copy() for a in actions]
+        np.testing.assert_array_equal(np.stack(got)[:, i], np.stack(want)[:, 0])
