@@ -56,6 +56,13 @@ def test_a_bad_async_config_fails_before_any_work_naming_the_key(sections, named
     assert not (tmp_path / 'bad').exists()
 
 
+def test_unknown_async_keys_pass_with_the_escape_hatch(monkeypatch, capsys):
+    monkeypatch.setenv('DING_ALLOW_UNKNOWN_KEYS', '1')
+    cfg = cartpole_impala('hatch', async_actor=dict(SHORT, my_research_flag=True), eval=NO_EVAL)
+    async_pipeline(cfg, seed=0, max_train_iter=1)
+    assert 'train iters 1' in _summary(capsys.readouterr().err)
+
+
 def test_a_policy_without_the_actor_protocol_is_refused_before_any_work(tmp_path):
     cfg, create = cartpole_impala('ppo_async')
     create.policy.type = 'ppo'
