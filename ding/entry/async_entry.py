@@ -111,7 +111,8 @@ ACTOR_METHODS = ('actor_model', 'actor_weights', 'initial_actor_state', 'actor_s
 
 
 def _actor_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
-    """``policy`` as an ``AsyncActorPolicy``; a ConfigError naming the type when it is not one (e.g. ppo)."""
+    """``policy`` (an instance or its class) as an ``AsyncActorPolicy``; a ConfigError naming the type when
+    it is not one (e.g. ppo)."""
     missing = [name for name in ACTOR_METHODS if not callable(getattr(policy, name, None))]
     if missing:
         raise ConfigError(
@@ -142,6 +143,7 @@ def build_async_parts(
     resume_path = resolve_resume(cfg, resume)
     settings = check_async_config(cfg)
     policy_cls = _policy_class(create_cfg)
+    _actor_policy(policy_cls, create_cfg.policy.type)
     cfg = compile_config(
         cfg, seed=seed, policy=policy_cls, create_cfg=create_cfg, save_cfg=True, renew_dir=resume_path is None
     )

@@ -27,8 +27,9 @@ def choose_backend(settings: VectorEnvSettings) -> str:
 
 
 def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, seed: int, for_eval: bool = False) -> VectorEnvType:
-    """``num_envs`` envs of ``env_cfg['env_id']`` as one ``VectorEnv``, reset with ``seed`` (env ``i`` gets
-    ``seed + i``; the first observations come from ``reset(seed)`` again, which reproduces them).
+    """``num_envs`` envs of ``env_cfg['env_id']`` as one ``VectorEnv``. ``seed`` seeds EnvPool's envs as it
+    builds them; on every backend ``reset(seed)`` (re)seeds env ``i`` from ``seed`` and ``i`` and replays the same
+    episodes for the same seed.
 
     ``env_cfg`` is the run's ``env`` section (keys in docs/envs.md); ``for_eval`` turns off the training-only
     Atari settings (``episodic_life``, ``reward_clip``) so evaluation sees whole games and true returns.
@@ -38,6 +39,6 @@ def make_vector_env(env_cfg: Mapping[str, Any], num_envs: int, seed: int, for_ev
         raise ValueError(f'make_vector_env: num_envs must be a positive int, got {num_envs!r}')
     settings = read_settings(env_cfg, for_eval)
     if choose_backend(settings) == 'envpool':
-        return EnvPoolVectorEnv(settings, num_envs)
+        return EnvPoolVectorEnv(settings, num_envs, seed)
     asynchronous = settings.vectorization_mode == 'async' and num_envs > 1
     return GymnasiumVectorEnv(settings, num_envs, asynchronous=asynchronous)

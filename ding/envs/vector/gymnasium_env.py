@@ -11,7 +11,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from .settings import VectorEnvSettings, WrapperSpec, is_atari_id
-from .wrappers import apply_wrappers, check_wrapper_names
+from .wrappers import apply_wrappers
 
 
 def register_atari() -> None:
@@ -52,7 +52,6 @@ class GymnasiumVectorEnv:
     """
 
     def __init__(self, settings: VectorEnvSettings, num_envs: int, asynchronous: bool = True) -> None:
-        check_wrapper_names(settings.wrappers)
         env_fns = [functools.partial(build_env, settings)] * num_envs
         # Check the spaces in this process first: a bad id or wrapper fails here with its own message.
         probe = build_env(settings)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BACKENDS = ('envpool', 'gymnasium')
+WRAPPER_NAMES = ('mask_velocity', 'atari')
+"""The names ``env.wrappers`` accepts (``ding.envs.vector.wrappers.WRAPPERS`` registers each)."""
 VECTORIZATION_MODES = ('async', 'sync')
 
 ATARI_DEFAULTS: dict[str, Any] = dict(
@@ -82,6 +84,8 @@ def _wrapper_specs(raw: Any) -> tuple[WrapperSpec, ...]:
             specs.append(WrapperSpec(entry['name'], options))
         else:
             raise ValueError(f'env.wrappers[{i}] must be a name or dict(name=..., **options), got {entry!r}')
+        if specs[-1].name not in WRAPPER_NAMES:
+            raise ValueError(f'env.wrappers: unknown wrapper {specs[-1].name!r}; registered: {list(WRAPPER_NAMES)}')
     return tuple(specs)
 
 
@@ -94,7 +98,8 @@ def _mapping(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def read_settings(env_cfg: Mapping[str, Any], for_eval: bool) -> VectorEnvSettings:
     """Check the section's vector-env keys and resolve the Atari settings (``for_eval`` turns off
-    ``EVAL_OFF``). Raises ``ValueError`` naming the key."""
+    ``EVAL_OFF``). Raises ``ValueError`` naming the key. Builds nothing (a pipeline checks its config with it
+    before any work); what needs the env itself (its spaces, EnvPool's support) ``make_vector_env`` checks."""
     env_id = env_cfg.get('env_id')
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env.env_id must name a gymnasium env id (e.g. 'CartPole-v1'), got {env_id!r}")
