@@ -2,7 +2,7 @@
 
 A simple policy-gradient agent (an MLP of 5 hidden layers of 200, a categorical policy), CartPole with 16 envs
 (EnvPool), inference on, 20 cycles of 100 steps, through the async actor's own cycle (``EnvGroup`` and
-``run_cycle`` of ``ding.worker.async_actor``; one env group, buffers recycled as the learner would release them).
+``UnrollWriter`` of ``ding.worker.async_actor``; one env group, buffers recycled as the learner would release them).
 The notes measured 1.37x from buffer donation in their JAX version.
 
     python benchmarks/actor_cycle.py [--repeats 5] [--cycles 20] [--steps 100] [--envs 16]
@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ding.envs.vector import make_vector_env  # noqa: E402
-from ding.worker.async_actor import EnvGroup, run_cycle  # noqa: E402
+from ding.worker.async_actor import EnvGroup, UnrollWriter  # noqa: E402
 
 
 class SimplePolicyGradient:
@@ -63,13 +63,13 @@ def cycle_rate(allocate_per_step: bool, num_envs: int, cycles: int, steps: int) 
     env = make_vector_env(dict(env_id='CartPole-v1'), num_envs, seed=0)
     policy = SimplePolicyGradient(env.observation_shape[0], env.action_num)
     model = policy.actor_model()
-    group = EnvGroup(env, policy, seed=0, allocate_per_step=allocate_per_step)
+    group = EnvGroup(env, policy, seed=0)
+    writer = UnrollWriter([group], steps, allocate_per_step=allocate_per_step)
     try:
         for cycle in range(cycles + 1):  # the first cycle warms up (and allocates the preallocated buffers)
             if cycle == 1:
                 start, start_cpu = time.perf_counter(), time.process_time()
-            run_cycle([group], model, steps)
-            group.finish_unroll(steps, version=0, actor_id=0).release()  # the learner would release it
+            writer.collect(model, version=0).release()  # the learner would release it
         env_steps = cycles * steps * num_envs
         return env_steps / (time.perf_counter() - start), env_steps / (time.process_time() - start_cpu)
     finally:

@@ -22,7 +22,7 @@ from easydict import EasyDict
 from ding.config import compile_config
 from ding.config.bounds import BOUNDS
 from ding.config.errors import ConfigError
-from ding.config.validate import raise_problems, validate_section
+from ding.config.validate import raise_problems, unknown_keys_allowed, validate_section
 from ding.envs.vector import make_vector_env, read_settings
 from ding.policy import create_policy, get_policy_cls
 from ding.torch_utils import configure_torch_threads
@@ -78,7 +78,8 @@ def check_async_config(cfg: Any) -> AsyncActorSettings:
     problems: list[str] = []
     if not isinstance(section, dict):
         raise ConfigError(f'{ASYNC_SECTION}: expected a dict (section), got {type(section).__name__}')
-    validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems)
+    allow = unknown_keys_allowed() or cfg.get('allow_unknown_keys') is True  # the escape hatch of compile_config
+    validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems, allow_unknown_keys=allow)
     raise_problems(problems)
     settings = AsyncActorSettings.from_config(section)
     if settings.double_buffer and settings.env_per_actor % 2:

@@ -24,7 +24,9 @@ class IMPALAVAC(nn.Module):
     """Encoder -> optional LSTM core -> actor (discrete logits) and critic heads.
 
     ``lstm_hidden_size`` None / 0 makes the model feed-forward (its state is None); otherwise the state is
-    ``(h, c)``, each ``[B, lstm_hidden_size]``, zeros at an episode's start. Image observations (``obs_shape`` of
+    ``(h, c)``, each ``[B, lstm_hidden_size]``, zeros at an episode's start, and the heads read the encoder's
+    features joined with the LSTM output (without that skip, CartPole's large early value errors drove the
+    LSTM into a near-constant output and the policy never left uniform). Image observations (``obs_shape`` of
     length 3) go through a conv encoder (the Nature CNN by default); uint8 observations are scaled by 1/255.
 
     - ``step(obs [B, ...], state, first [B])``: one acting step -> ``(logit [B, A], value [B], new_state)``
@@ -65,7 +67,7 @@ class IMPALAVAC(nn.Module):
         self.core: nn.LSTMCell | None = None
         if self.lstm_hidden_size:
             self.core = nn.LSTMCell(feature_size, self.lstm_hidden_size)
-            feature_size = self.lstm_hidden_size
+            feature_size += self.lstm_hidden_size
         self.actor_head = DiscreteHead(
             actor_head_hidden_size, action_shape, actor_head_layer_num, activation, norm_type, input_size=feature_size
         )
@@ -114,7 +116,7 @@ class IMPALAVAC(nn.Module):
             if state is None:
                 raise ValueError('IMPALAVAC.step: a recurrent model needs a state (initial_state(batch_size))')
             state = self._core_step(feature, state, first)
-            feature = state[0]
+            feature = torch.cat([feature, state[0]], dim=-1)
         logit, value = self._heads(feature)
         return logit, value, state
 
@@ -131,7 +133,7 @@ class IMPALAVAC(nn.Module):
             for t in range(T):
                 state = self._core_step(steps[t], state, first[t])
                 outputs.append(state[0])
-            feature = torch.stack(outputs).reshape(T * B, -1)
+            feature = torch.cat([feature, torch.stack(outputs).reshape(T * B, -1)], dim=-1)
         logit, value = self._heads(feature)
         return logit.reshape(T, B, -1), value.reshape(T, B), state
 

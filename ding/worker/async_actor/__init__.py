@@ -1,6 +1,6 @@
 """The async actor-learner pipeline (Sebulba design): actor threads, a trajectory queue, a staging queue."""
 
-from .actor import ActorThread, EnvGroup, run_cycle
+from .actor import ActorThread, EnvGroup, UnrollWriter, run_cycle
 from .actor_pool import ActorError, ActorPool
 from .config import ASYNC_ACTOR_DEFAULTS, AsyncActorSettings
 from .evaluator import VectorEvaluator
@@ -25,6 +25,7 @@ __all__ = [
     'TrajectoryBuffer',
     'TrajectoryQueue',
     'Unroll',
+    'UnrollWriter',
     'VectorEnv',
     'VectorEvaluator',
     'join_unrolls',

@@ -13,7 +13,7 @@ import torch
 
 from .protocol import AsyncActorPolicy, VectorEnv
 from .queues import QueueClosed, StagingQueue, TrajectoryQueue
-from .trajectory import TrajectoryBuffer, Unroll
+from .trajectory import TrajectoryBuffer, Unroll, join_states
 
 
 def copy_state(state: Any) -> Any:
@@ -27,48 +27,34 @@ def copy_state(state: Any) -> Any:
 
 class EnvGroup:
     """One vectorised env and what an actor tracks for it between steps: the current observation, which envs
-    start an episode, which ended on the previous step, the actor state, and episode returns so far."""
+    start an episode, which ended on the previous step, the actor state, and episode returns so far. It writes
+    into columns ``cols`` of the actor's trajectory buffer."""
 
-    def __init__(self, env: VectorEnv, policy: AsyncActorPolicy, seed: int, allocate_per_step: bool = False) -> None:
+    def __init__(self, env: VectorEnv, policy: AsyncActorPolicy, seed: int) -> None:
         self.env = env
         self.policy = policy
         self.num_envs = env.num_envs
-        self.allocate_per_step = allocate_per_step
+        self.cols = slice(0, env.num_envs)
         self.obs = env.reset(seed)
         self.first = np.ones(self.num_envs, dtype=bool)
         self.ended = np.zeros(self.num_envs, dtype=bool)
         self.state = policy.initial_actor_state(self.num_envs)
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self.finished_returns: list[float] = []
-        self.pool: queue.Queue[TrajectoryBuffer] = queue.Queue()
         self.buffer: TrajectoryBuffer | None = None
         self.initial_state: Any = None
         self._action: torch.Tensor | None = None
         self._logit: torch.Tensor | None = None
 
-    def new_buffer(self, unroll_len: int) -> TrajectoryBuffer:
-        return TrajectoryBuffer(
-            unroll_len,
-            self.num_envs,
-            self.env.observation_shape,
-            self.env.observation_dtype,
-            self.env.action_num,
-            allocate_per_step=self.allocate_per_step,
-        )
-
-    def start_unroll(self, unroll_len: int) -> None:
-        """Take a free buffer (a new one only while every buffer is still queued or being batched)."""
-        try:
-            self.buffer = self.pool.get_nowait()
-        except queue.Empty:
-            self.buffer = self.new_buffer(unroll_len)
+    def start_unroll(self, buffer: TrajectoryBuffer) -> None:
+        self.buffer = buffer
         self.initial_state = copy_state(self.state)
 
     def begin_step(self, t: int, model: torch.nn.Module) -> None:
         """Record ``obs[t]``, run inference for it and start the env step (returns while the envs step)."""
         buffer = self.buffer
         assert buffer is not None
-        obs = buffer.write_obs(t, self.obs, self.first)
+        obs = buffer.write_obs(t, self.obs, self.first, self.cols)
         with torch.no_grad():
             action, logit, self.state = self.policy.actor_step(model, obs, self.state, torch.from_numpy(self.first))
         self._action, self._logit = action, logit
@@ -83,7 +69,8 @@ class EnvGroup:
         terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
         # A step right after an episode ended is the env's reset step: no transition, and its observation
         # is the first one of the next episode.
-        buffer.write_step(t, self._action, self._logit, reward, terminated, truncated, (~self.ended).astype(np.float32))
+        mask = (~self.ended).astype(np.float32)
+        buffer.write_step(t, self._action, self._logit, reward, terminated, truncated, mask, self.cols)
         self._returns += reward
         ended = terminated | truncated
         if ended.any():
@@ -93,25 +80,11 @@ class EnvGroup:
         self.ended = ended
         self.obs = obs
 
-    def finish_unroll(self, unroll_len: int, version: int, actor_id: int) -> Unroll:
-        buffer = self.buffer
-        assert buffer is not None
-        buffer.write_obs(unroll_len, self.obs, self.first)
-        buffer.finish()
-        returns, self.finished_returns = self.finished_returns, []
-        unroll = Unroll(
-            tensors=buffer.tensors,
-            initial_state=self.initial_state,
-            final_state=copy_state(self.state),
-            policy_version=version,
-            env_steps=unroll_len * self.num_envs,
-            actor_id=actor_id,
-            episode_returns=returns,
-            buffer=None if self.allocate_per_step else buffer,
-            pool=None if self.allocate_per_step else self.pool,
-        )
+    def finish_unroll(self, unroll_len: int) -> None:
+        """Record the bootstrap observation ``obs[unroll_len]``."""
+        assert self.buffer is not None
+        self.buffer.write_obs(unroll_len, self.obs, self.first, self.cols)
         self.buffer = None
-        return unroll
 
     def close(self) -> None:
         self.env.close()
@@ -120,8 +93,6 @@ class EnvGroup:
 def run_cycle(groups: Sequence[EnvGroup], model: torch.nn.Module, unroll_len: int) -> None:
     """``unroll_len`` steps of every group. With two groups, one group's envs step while the other's
     inference runs (double buffering); one group steps and infers in turn."""
-    for group in groups:
-        group.start_unroll(unroll_len)
     if len(groups) == 1:
         only = groups[0]
         for t in range(unroll_len):
@@ -136,6 +107,66 @@ def run_cycle(groups: Sequence[EnvGroup], model: torch.nn.Module, unroll_len: in
         if t + 1 < unroll_len:
             a.begin_step(t + 1, model)  # b's envs step meanwhile
         b.end_step(t)
+
+
+class UnrollWriter:
+    """An actor's env groups writing one unroll per cycle (all groups side by side on the env dim) into a
+    trajectory buffer that is reused once the learner has released it; a new buffer is made only while every
+    buffer is still queued or being batched."""
+
+    def __init__(self, groups: Sequence[EnvGroup], unroll_len: int, allocate_per_step: bool = False) -> None:
+        if not groups:
+            raise ValueError('UnrollWriter: no env groups')
+        self.groups = list(groups)
+        self.unroll_len = unroll_len
+        self.allocate_per_step = allocate_per_step
+        self.pool: queue.Queue[TrajectoryBuffer] = queue.Queue()
+        self.buffers_made = 0
+        start = 0
+        for group in self.groups:
+            group.cols = slice(start, start + group.num_envs)
+            start += group.num_envs
+        self.num_envs = start
+
+    def _buffer(self) -> TrajectoryBuffer:
+        try:
+            return self.pool.get_nowait()
+        except queue.Empty:
+            env = self.groups[0].env
+            self.buffers_made += 1
+            return TrajectoryBuffer(
+                self.unroll_len,
+                self.num_envs,
+                env.observation_shape,
+                env.observation_dtype,
+                env.action_num,
+                allocate_per_step=self.allocate_per_step,
+            )
+
+    def collect(self, model: torch.nn.Module, version: int, actor_id: int = 0) -> Unroll:
+        """One cycle of every group with ``model`` (weights of ``version``), as one unroll."""
+        buffer = self._buffer()
+        for group in self.groups:
+            group.start_unroll(buffer)
+        run_cycle(self.groups, model, self.unroll_len)
+        returns: list[float] = []
+        for group in self.groups:
+            group.finish_unroll(self.unroll_len)
+            returns.extend(group.finished_returns)
+            group.finished_returns = []
+        buffer.finish()
+        recycle = not self.allocate_per_step
+        return Unroll(
+            tensors=buffer.tensors,
+            initial_state=join_states([g.initial_state for g in self.groups]),
+            final_state=join_states([copy_state(g.state) for g in self.groups]),
+            policy_version=version,
+            env_steps=self.unroll_len * self.num_envs,
+            actor_id=actor_id,
+            episode_returns=returns,
+            buffer=buffer if recycle else None,
+            pool=self.pool if recycle else None,
+        )
 
 
 class ActorThread(threading.Thread):
@@ -170,24 +201,24 @@ class ActorThread(threading.Thread):
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
-        """Leave the loop after the current step (a thread waiting on a queue needs the queue closed)."""
+        """Leave the loop after the current cycle (a thread waiting on a queue needs the queue closed too)."""
         self._stop_event.set()
 
     def run(self) -> None:
-        groups: list[EnvGroup] = []
         try:
             model = self.policy.actor_model()
-            for i, env in enumerate(self._envs):
-                groups.append(EnvGroup(env, self.policy, self._seed + i * env.num_envs, self._allocate_per_step))
+            groups, seed = [], self._seed
+            for env in self._envs:
+                groups.append(EnvGroup(env, self.policy, seed))
+                seed += env.num_envs
+            writer = UnrollWriter(groups, self.unroll_len, self._allocate_per_step)
             while not self._stop_event.is_set():
                 self._take_newest_weights(model)
                 if self.version is None:  # stopped before the first weights came
                     break
-                run_cycle(groups, model, self.unroll_len)
-                for group in groups:
-                    unroll = group.finish_unroll(self.unroll_len, self.version, self.actor_id)
-                    if not self.trajectories.put(unroll):
-                        unroll.release()  # dropped (counted by the queue): its buffer is free again
+                unroll = writer.collect(model, self.version, self.actor_id)
+                if not self.trajectories.put(unroll):
+                    unroll.release()  # dropped (counted by the queue): its buffer is free again
                 self.cycles += 1
         except QueueClosed:
             pass
@@ -229,4 +260,4 @@ class ActorThread(threading.Thread):
                 return
 
 
-__all__ = ['ActorThread', 'EnvGroup', 'run_cycle', 'copy_state']
+__all__ = ['ActorThread', 'EnvGroup', 'UnrollWriter', 'run_cycle', 'copy_state']

@@ -97,10 +97,6 @@ class ActorPool:
             thread, exc = self._error
             raise ActorError(f'actor thread {thread.name} failed: {type(exc).__name__}: {exc}') from exc
 
-    @property
-    def env_steps_dropped(self) -> int:
-        return self.trajectories.dropped * self.settings.unroll_len * self.settings.envs_per_group
-
     def alive(self) -> list[ActorThread]:
         return [t for t in self.threads if t.is_alive()]
 

@@ -13,6 +13,8 @@ import torch
 
 from .protocol import TENSOR_KEYS
 
+ALL = slice(None)  # every env of the buffer
+
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
@@ -21,9 +23,10 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 class TrajectoryBuffer:
     """One unroll of ``unroll_len`` steps of ``num_envs`` envs, in tensors allocated once.
 
-    The actor fills step ``t`` with :meth:`write_obs` and :meth:`write_step`; ``tensors`` maps each key of
-    ``TENSOR_KEYS`` to its tensor. With ``allocate_per_step`` every write makes new tensors instead (the
-    slow way, kept to measure what preallocation buys; see benchmarks/).
+    The actor's env groups fill step ``t`` of their columns ``cols`` (a slice of the env dim) with
+    :meth:`write_obs` and :meth:`write_step`; ``tensors`` maps each key of ``TENSOR_KEYS`` to its tensor.
+    With ``allocate_per_step`` every write makes new tensors instead, joined by :meth:`finish` (the slow way,
+    kept to measure what preallocation buys; see benchmarks/).
     """
 
     def __init__(
@@ -39,11 +42,8 @@ class TrajectoryBuffer:
         self.num_envs = num_envs
         self.allocate_per_step = allocate_per_step
         t, b = unroll_len, num_envs
-        self._obs_shape = tuple(obs_shape)
-        self._obs_dtype = _torch_dtype(np.dtype(obs_dtype))
-        self._action_num = action_num
         self.tensors: dict[str, torch.Tensor] = {
-            'obs': torch.zeros((t + 1, b, *self._obs_shape), dtype=self._obs_dtype),
+            'obs': torch.zeros((t + 1, b, *obs_shape), dtype=_torch_dtype(np.dtype(obs_dtype))),
             'action': torch.zeros((t, b), dtype=torch.int64),
             'logit': torch.zeros((t, b, action_num), dtype=torch.float32),
             'reward': torch.zeros((t, b), dtype=torch.float32),
@@ -52,18 +52,23 @@ class TrajectoryBuffer:
             'mask': torch.zeros((t, b), dtype=torch.float32),
             'first': torch.zeros((t + 1, b), dtype=torch.bool),
         }
-        self._steps: list[dict[str, torch.Tensor]] = []  # allocate_per_step: the rows written so far
+        # numpy views of the same memory: writing through them costs a fraction of torch's indexing and copy_
+        self._arrays = {key: tensor.numpy() for key, tensor in self.tensors.items()}
+        # allocate_per_step: the rows written this cycle, per group (keyed by its first column)
+        self._rows: dict[int, list[dict[str, torch.Tensor]]] = {}
 
-    def write_obs(self, t: int, obs: np.ndarray, first: np.ndarray) -> torch.Tensor:
-        """Store ``obs[t]`` / ``first[t]`` (``t`` up to ``unroll_len``); returns the stored observation."""
+    def write_obs(self, t: int, obs: np.ndarray, first: np.ndarray, cols: slice = ALL) -> torch.Tensor:
+        """Store ``obs[t]`` / ``first[t]`` (``t`` up to ``unroll_len``) of columns ``cols``; returns the stored
+        observations."""
         if self.allocate_per_step:
             row = {'obs': torch.tensor(obs), 'first': torch.tensor(first)}
-            self._steps.append(row)
+            self._rows.setdefault(cols.start or 0, []).append(row)
             return row['obs']
-        target = self.tensors['obs'][t]
-        target.copy_(torch.from_numpy(obs))
-        self.tensors['first'][t].copy_(torch.from_numpy(first))
-        return target
+        arrays = self._arrays
+        target = arrays['obs'][t, cols]
+        target[...] = obs
+        arrays['first'][t, cols] = first
+        return torch.from_numpy(target)
 
     def write_step(
         self,
@@ -74,11 +79,12 @@ class TrajectoryBuffer:
         done: np.ndarray,
         truncated: np.ndarray,
         mask: np.ndarray,
+        cols: slice = ALL,
     ) -> None:
-        """Store what step ``t`` did: the action and its logits, then the env's reward / done / truncated, and
-        whether the step carried a transition (``mask``)."""
+        """Store what step ``t`` did in columns ``cols``: the action and its logits, then the env's reward /
+        done / truncated, and whether the step carried a transition (``mask``)."""
         if self.allocate_per_step:
-            self._steps[-1].update(
+            self._rows[cols.start or 0][-1].update(
                 action=action.clone(),
                 logit=logit.clone(),
                 reward=torch.tensor(reward, dtype=torch.float32),
@@ -87,23 +93,27 @@ class TrajectoryBuffer:
                 mask=torch.tensor(mask, dtype=torch.float32),
             )
             return
-        tensors = self.tensors
-        tensors['action'][t].copy_(action)
-        tensors['logit'][t].copy_(logit)
-        tensors['reward'][t].copy_(torch.from_numpy(reward))
-        tensors['done'][t].copy_(torch.from_numpy(done))
-        tensors['truncated'][t].copy_(torch.from_numpy(truncated))
-        tensors['mask'][t].copy_(torch.from_numpy(mask))
+        arrays = self._arrays
+        arrays['action'][t, cols] = action.numpy()
+        arrays['logit'][t, cols] = logit.numpy()
+        arrays['reward'][t, cols] = reward
+        arrays['done'][t, cols] = done
+        arrays['truncated'][t, cols] = truncated
+        arrays['mask'][t, cols] = mask
 
     def finish(self) -> None:
-        """Allocate-per-step mode: stack the rows written this cycle into ``tensors`` (new tensors)."""
+        """Allocate-per-step mode: stack each group's rows and join the groups into new ``tensors``."""
         if not self.allocate_per_step:
             return
-        steps, self._steps = self._steps, []
-        self.tensors = {key: torch.stack([row[key] for row in steps]) for key in ('obs', 'first')}
+        groups = [rows for _, rows in sorted(self._rows.items())]
+        self._rows = {}
+        joined = {}
         for key in TENSOR_KEYS:
-            if key not in self.tensors:
-                self.tensors[key] = torch.stack([row[key] for row in steps[:-1]])
+            per_group = [
+                torch.stack([row[key] for row in (rows if key in ('obs', 'first') else rows[:-1])]) for rows in groups
+            ]
+            joined[key] = torch.cat(per_group, dim=1)
+        self.tensors = joined
 
 
 @dataclass

@@ -48,11 +48,11 @@ def test_actors_feed_batches_and_the_lag_is_measured_in_learner_versions():
         versions = []
         for version in range(6):
             batch, lag = feed.next_batch(3, version)
-            assert batch['obs'].shape == (6, 3 * 2, 2)  # unroll_len + 1, 3 unrolls of env_per_actor / 2 envs
+            assert batch['obs'].shape == (6, 3 * 4, 2)  # unroll_len + 1, 3 unrolls of env_per_actor envs
             assert 0 <= lag.min <= lag.mean <= lag.max <= version
             versions.append(lag)
             pool.staging.publish(version + 1, policy.actor_weights())
-        assert feed.envstep == 6 * 3 * 5 * 2 and feed.unrolls_taken == 18
+        assert feed.envstep == 6 * 3 * 5 * 4 and feed.unrolls_taken == 18
     finally:
         assert pool.stop(timeout=20) == []
     assert all(env.closed for env in envs) and len(envs) == 4
