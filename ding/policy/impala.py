@@ -146,6 +146,11 @@ class IMPALAPolicy(Policy):
         self._rho_clip_ratio = float(lcfg.rho_clip_ratio)
         self._c_clip_ratio = float(lcfg.c_clip_ratio)
         self._rho_pg_clip_ratio = float(lcfg.rho_pg_clip_ratio)
+        if not 0.0 <= self._lambda <= 1.0:
+            raise ValueError(f'policy.learn.lambda_ must be in [0, 1], got {lcfg.lambda_!r}')
+        for key in ('rho_clip_ratio', 'c_clip_ratio', 'rho_pg_clip_ratio'):
+            if not float(lcfg[key]) > 0.0:
+                raise ValueError(f'policy.learn.{key} must be > 0, got {lcfg[key]!r}')
         self._params = [p for p in self._model.parameters() if p.requires_grad]
         self._model.train()
 

@@ -4,15 +4,17 @@ import torch
 from ding.model import IMPALAVAC, ConvEncoder, FCEncoder, create_model
 
 
-def test_unroll_equals_step_by_step_acting_with_resets():
+@pytest.mark.parametrize('share_encoder', [True, False])
+def test_unroll_equals_step_by_step_acting_with_resets(share_encoder):
     torch.manual_seed(0)
-    model = IMPALAVAC(obs_shape=3, action_shape=4, lstm_hidden_size=16)
+    model = IMPALAVAC(obs_shape=3, action_shape=4, lstm_hidden_size=16, share_encoder=share_encoder)
     T, B = 6, 3
     obs = torch.randn(T, B, 3)
     first = torch.zeros(T, B, dtype=torch.bool)
     first[0] = True
     first[3, 1] = True  # env 1 starts a new episode mid-unroll
     start = model.initial_state(B)
+    assert start[0].shape == (B, 16 if share_encoder else 32)
     logit, value, final = model.unroll(obs, start, first)
     assert logit.shape == (T, B, 4) and value.shape == (T, B)
     state = start

@@ -86,6 +86,10 @@ def test_bad_batches_and_configs_are_named():
         policy.learn_mode.forward([batch])
     with pytest.raises(ValueError, match='optim_type'):
         make_policy(optim_type='sgd')
+    with pytest.raises(ValueError, match='c_clip_ratio'):
+        make_policy(c_clip_ratio=0.0)
+    with pytest.raises(ValueError, match='lambda_'):
+        make_policy(lambda_=1.5)
 
 
 def test_rmsprop_and_checkpoint_round_trip():
