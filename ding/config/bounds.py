@@ -40,6 +40,13 @@ BOUNDS = {
     'comm_batches': ('int', '[1, inf)'),
     'max_staleness': ('number', '[0, inf]'),
     'max_use': ('number', '(0, inf]'),
+    # async pipeline: policy.async_actor (ding.worker.async_actor.config)
+    'async_actor.actor_num': ('int', '[1, inf)'),
+    'async_actor.env_per_actor': ('int', '[1, inf)'),
+    'async_actor.unroll_len': ('int', '[1, inf)'),
+    'async_actor.trajectory_queue_size': ('int', '[1, inf)'),
+    'async_actor.staging_queue_size': ('int', '[1, 2]'),
+    'async_actor.updates_per_batch': ('int', '[1, inf)'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.

@@ -7,6 +7,7 @@ _EXPORTS = {
     'serial_pipeline_onpolicy': '.serial_entry_onpolicy',
     'eval': '.application_entry',
     'parallel_pipeline': '.parallel_entry',
+    'async_pipeline': '.async_entry',
 }
 
 __all__ = list(_EXPORTS)

@@ -17,7 +17,7 @@ from ding.utils.registry import REGISTRIES
 from .ctl import main as ctl_main
 from .startup import limit_openmp_threads
 
-MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel')
+MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +176,12 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
             eval_entry((cfg, create_cfg), seed, load_path=args.load_path)
         except CheckpointError as exc:  # e.g. an unusable --load-path: one line naming the file, no traceback
             return _fail(str(exc), 1)
+    elif args.mode == 'async':
+        from .async_entry import async_pipeline  # deferred: imports torch (after limit_openmp_threads)
+
+        async_pipeline(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
     elif args.mode == 'parallel':
         from .parallel_entry import parallel_pipeline  # deferred: Flask and the coordinator, parallel mode only
 

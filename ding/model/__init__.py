@@ -1,4 +1,4 @@
-"""Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``)."""
+"""Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``, ``impala_vac``)."""
 
 from .common import (
     MLP,
@@ -11,7 +11,7 @@ from .common import (
     create_model,
     fc_block,
 )
-from .template import DQN, VAC
+from .template import DQN, IMPALAVAC, VAC
 
 __all__ = [
     'MLP',
@@ -25,4 +25,5 @@ __all__ = [
     'create_model',
     'DQN',
     'VAC',
+    'IMPALAVAC',
 ]

@@ -1,6 +1,7 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c + *_command)."""
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo + *_command)."""
 
 from .a2c import A2CPolicy
+from .appo import APPOPolicy
 from .base_policy import CommandModePolicy, Policy
 from .command_mode_policy_instance import (
     A2CCommandModePolicy,
@@ -10,6 +11,7 @@ from .command_mode_policy_instance import (
     PPOCommandModePolicy,
 )
 from .dqn import DQNPolicy
+from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
 
@@ -22,6 +24,8 @@ __all__ = [
     'DQNPolicy',
     'PPOPolicy',
     'A2CPolicy',
+    'IMPALAPolicy',
+    'APPOPolicy',
     'EpsCommandModePolicy',
     'DummyCommandModePolicy',
     'DQNCommandModePolicy',

@@ -1,4 +1,4 @@
-"""RL maths: TD targets, GAE, PPO / A2C losses, exploration schedules, sample builders.
+"""RL maths: TD targets, GAE, PPO / A2C / V-trace losses, exploration schedules, sample builders.
 
 Names resolve on first use: the exploration schedules need only the standard library, so the parallel
 coordinator (which turns env steps into epsilon) can use them without importing torch.
@@ -41,6 +41,18 @@ _EXPORTS = {
         '.ppo',
     ),
     **dict.fromkeys(('a2c_data', 'a2c_loss', 'a2c_error', 'a2c_error_continuous'), '.a2c'),
+    **dict.fromkeys(
+        (
+            'vtrace_data',
+            'vtrace_loss',
+            'vtrace_nstep_return',
+            'vtrace_advantage',
+            'vtrace_targets',
+            'vtrace_error_discrete_action',
+            'vtrace_error_continuous_action',
+        ),
+        '.vtrace',
+    ),
     **dict.fromkeys(('get_epsilon_greedy_fn', 'EpsCommandMode'), '.exploration'),
     **dict.fromkeys(('get_nstep_return_data', 'get_train_sample'), '.adder'),
     **dict.fromkeys(('categorical_logp_entropy', 'gaussian_logp_entropy'), '.distribution'),

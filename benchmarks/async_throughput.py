@@ -1,0 +1,184 @@
+"""Async pipeline throughput: env steps/s of CartPole (2 actor threads x 16 envs) and Pong (2 x 8) on this machine.
+
+Rows, each measured for ``--seconds`` after a warm-up:
+
+- raw: the actors' vector envs (EnvPool) stepped with random actions by 2 threads, no model, no learner: the limit;
+- serial PPO collector (CartPole): today's ``cartpole_ppo_config`` ``SampleSerialCollector`` (8 envs) collecting only,
+  and the serial on-policy loop (collect 256 steps, train on them; no evaluation);
+- async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with double buffering on / off
+  and staging queue 1 / 2, evaluation off; env steps/s over the run's training part and the mean policy lag.
+
+    python benchmarks/async_throughput.py [--seconds 20] [--envs cartpole pong] [--skip-async]
+
+Targets (issue 12): CartPole async >= 3x the serial on-policy collection, >= 0.5x raw; mean lag <= 2 with staging 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+ACTORS = 2
+ENVS = {'cartpole': ('CartPole-v1', 16), 'pong': ('ALE/Pong-v5', 8)}
+
+
+def raw_rate(env_id: str, envs_per_actor: int, seconds: float) -> float:
+    """Env steps/s of ``ACTORS`` threads, each stepping its own ``envs_per_actor`` EnvPool envs with random actions."""
+    from ding.envs.vector import make_vector_env
+
+    vector_envs = [make_vector_env(dict(env_id=env_id), envs_per_actor, seed=i * 100) for i in range(ACTORS)]
+    counts = [0] * ACTORS
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        env, rng = vector_envs[i], np.random.default_rng(i)
+        env.reset(seed=i * 100)
+        while not stop.is_set():
+            env.step(rng.integers(0, env.action_num, env.num_envs))
+            counts[i] += env.num_envs
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(ACTORS)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(min(2.0, seconds / 4))  # warm-up
+        start_count, start = sum(counts), time.perf_counter()
+        time.sleep(seconds)
+        return (sum(counts) - start_count) / (time.perf_counter() - start)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for env in vector_envs:
+            env.close()
+
+
+def serial_ppo_rates(seconds: float) -> tuple[float, float]:
+    """(collector only, collect + train) env steps/s of today's serial on-policy PPO config on CartPole."""
+    from ding.entry.pipeline_parts import build_serial_parts
+    from dizoo.classic_control.cartpole.config.cartpole_ppo_config import create_config, main_config
+
+    parts = build_serial_parts(main_config, create_config, 0, None, None, True, None, with_buffer=False, resume=None)
+    learner, collector = parts.learner, parts.collector
+    try:
+        collector.collect(train_iter=0)  # warm-up
+
+        def timed(step: Callable[[], Any]) -> float:
+            start_steps, start = collector.envstep, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                step()
+            return (collector.envstep - start_steps) / (time.perf_counter() - start)
+
+        collect_only = timed(lambda: collector.collect(train_iter=learner.train_iter))
+        with_training = timed(
+            lambda: learner.train(collector.collect(train_iter=learner.train_iter), collector.envstep)
+        )
+        return collect_only, with_training
+    finally:
+        for close in (collector.close, parts.evaluator.close, learner.close):
+            close()
+
+
+CONFIGS = {
+    'cartpole': 'dizoo.classic_control.cartpole.config.cartpole_impala_config',
+    'pong': 'dizoo.atari.config.pong_impala_config',
+}
+VARIANTS = [(True, 1), (False, 1), (True, 2), (False, 2)]  # (double_buffer, staging_queue_size)
+
+
+def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> tuple[float, float]:
+    """(env steps/s, mean policy lag) of ``async_pipeline`` on the env's IMPALA config, evaluation off.
+
+    The learner's env-step count and the newest batch's lag are sampled every 0.1 s from a side thread; after
+    the warm-up and ``seconds`` it ends the run with SIGTERM (the pipeline's own way to stop: actors stopped,
+    checkpoint written, every env closed)."""
+    import importlib
+    import signal
+
+    from easydict import EasyDict
+
+    from ding.entry.async_entry import build_async_parts, run_async_loop
+
+    module = importlib.import_module(CONFIGS[name])
+    cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
+    cfg.exp_name = f'bench_{name}_db{int(double_buffer)}_st{staging}'
+    cfg.policy.eval.evaluator.eval_freq = 0
+    cfg.policy.async_actor.update(double_buffer=double_buffer, staging_queue_size=staging)
+    parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
+    feed, result = parts.feed, {}
+
+    def sample() -> None:
+        while feed.envstep == 0:  # until the first batch
+            time.sleep(0.05)
+        time.sleep(min(3.0, seconds / 4))  # warm-up
+        lags, start_steps, start = [], feed.envstep, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            time.sleep(0.1)
+            if feed.last_lag is not None:
+                lags.append(feed.last_lag.mean)
+        result['rate'] = (feed.envstep - start_steps) / (time.perf_counter() - start)
+        result['lag'] = float(np.mean(lags)) if lags else float('nan')
+        signal.raise_signal(signal.SIGTERM)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        run_async_loop(parts, None, None)
+    except KeyboardInterrupt:
+        pass
+    sampler.join(timeout=5)
+    return result['rate'], result['lag']
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--seconds', type=float, default=20.0)
+    parser.add_argument('--envs', nargs='+', default=list(ENVS), choices=list(ENVS))
+    parser.add_argument('--skip-async', action='store_true')
+    args = parser.parse_args()
+    os.environ.setdefault('DING_QUIET', '1')
+    os.environ.setdefault('DING_PROGRESS', '0')
+    import torch
+
+    torch.set_num_threads(1)
+    home, workdir = os.getcwd(), tempfile.mkdtemp(prefix='ding_async_bench_')
+    os.chdir(workdir)  # the runs' experiment directories go there, and go with it
+    rows: list[tuple[str, str, float, str]] = []
+    try:
+        for name in args.envs:
+            env_id, per_actor = ENVS[name]
+            raw = raw_rate(env_id, per_actor, args.seconds)
+            rows.append((name, f'raw EnvPool, {ACTORS} threads x {per_actor} envs, random actions', raw, '-'))
+            if name == 'cartpole':
+                collect, loop = serial_ppo_rates(args.seconds)
+                rows.append((name, 'serial PPO collector (8 envs), collecting only', collect, '-'))
+                rows.append((name, 'serial PPO loop: collect 256 + train (no eval)', loop, '-'))
+            if args.skip_async:
+                continue
+            for double_buffer, staging in VARIANTS:
+                rate, lag = async_rate(name, double_buffer, staging, args.seconds)
+                what = f'async IMPALA, double buffer {"on " if double_buffer else "off"}, staging queue {staging}'
+                rows.append((name, what, rate, f'{lag:.2f}'))
+    finally:
+        os.chdir(home)
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f'{"env":<9} {"what":<58} {"env steps/s":>12} {"mean lag":>9}')
+    print('-' * 91)
+    for env, what, rate, lag in rows:
+        print(f'{env:<9} {what:<58} {rate:>12.0f} {lag:>9}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,323 @@
+"""The async actor-learner pipeline (Sebulba design): actor threads step vectorised envs and queue unrolls,
+the learner trains on batches of them and stages its newest weights for the actors' next cycle.
+
+``ding -m async -c cfg.py -s 0``, or ``async_pipeline((main_config, create_config), seed=0)``. The config's
+``policy.async_actor`` section (``ding.worker.async_actor.config``) and docs/async.md say what runs where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, cast
+
+import torch
+from easydict import EasyDict
+
+from ding.config import compile_config
+from ding.config.bounds import BOUNDS
+from ding.config.errors import ConfigError
+from ding.config.validate import raise_problems, unknown_keys_allowed, validate_section
+from ding.envs.vector import make_vector_env, read_settings
+from ding.policy import create_policy, get_policy_cls
+from ding.torch_utils import configure_torch_threads
+from ding.utils import config_hash, set_pkg_seed
+from ding.utils.log_helper import build_summary_writer
+from ding.utils.registry import import_module
+from ding.worker import BaseLearner
+from ding.worker.async_actor import (
+    ASYNC_ACTOR_DEFAULTS,
+    ActorPool,
+    AsyncActorPolicy,
+    AsyncActorSettings,
+    LearnerFeed,
+    VectorEvaluator,
+)
+from ding.worker.resume import register_checkpoint_extras, resolve_resume, restore_serial_state
+
+from .pipeline_parts import finish_run, load_input_config
+from .progress import RunProgress
+
+ASYNC_SECTION = 'policy.async_actor'
+EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with the actors' envs
+
+
+@dataclass
+class AsyncParts:
+    """What an async run is made of (the fields ``finish_run`` and the run service read included)."""
+
+    cfg: EasyDict
+    policy: Any
+    learner: BaseLearner
+    pool: ActorPool
+    feed: LearnerFeed
+    evaluator: VectorEvaluator | None  # None when eval_freq is 0 (no eval envs are made)
+    settings: AsyncActorSettings
+    tb_logger: Any
+    progress: RunProgress
+    closables: list[Callable[[], None]] = field(default_factory=list)
+    resume_path: str | None = None
+    service: Any = None
+    buffer: Any = None  # no replay buffer: the run service's tunables read this
+
+    @property
+    def collector(self) -> LearnerFeed:
+        """The env-step counter ``finish_run`` and checkpoints read (the feed counts what the learner took)."""
+        return self.feed
+
+
+def check_async_config(cfg: Any) -> AsyncActorSettings:
+    """Validate ``policy.async_actor`` (unknown keys with 'did you mean', types, bounds) and the vectorised-env
+    keys of ``env``, before any work; return the settings. Raises ``ConfigError`` naming the key."""
+    section = (cfg.get('policy') or {}).get('async_actor') or {}
+    problems: list[str] = []
+    if not isinstance(section, dict):
+        raise ConfigError(f'{ASYNC_SECTION}: expected a dict (section), got {type(section).__name__}')
+    allow = unknown_keys_allowed() or cfg.get('allow_unknown_keys') is True  # the escape hatch of compile_config
+    validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems, allow_unknown_keys=allow)
+    raise_problems(problems)
+    settings = AsyncActorSettings.from_config(section)
+    if settings.double_buffer and settings.env_per_actor % 2:
+        raise ConfigError(
+            f'{ASYNC_SECTION}.env_per_actor = {settings.env_per_actor} must be even with double_buffer=True '
+            '(two env groups of env_per_actor / 2 envs per actor)'
+        )
+    env_cfg = cfg.get('env') or {}
+    if not env_cfg.get('env_id'):
+        raise ConfigError('env.env_id is missing: the gymnasium / EnvPool id the actors step (e.g. CartPole-v1)')
+    try:
+        read_settings(env_cfg, False)
+    except ValueError as exc:
+        raise ConfigError(f'env: {exc}') from None
+    return settings
+
+
+def _policy_class(create_cfg: EasyDict) -> Any:
+    section = create_cfg.get('policy')
+    if not isinstance(section, dict) or not section.get('type'):
+        raise ConfigError('create_config.policy.type is missing (the registered name of the policy, e.g. impala)')
+    import_module(section.get('import_names', []))
+    try:
+        return get_policy_cls(section)
+    except KeyError as exc:
+        raise ConfigError(f'create_config.policy.type: {exc.args[0]}') from None
+
+
+ACTOR_METHODS = ('actor_model', 'actor_weights', 'initial_actor_state', 'actor_step')
+
+
+def _actor_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
+    """``policy`` (an instance or its class) as an ``AsyncActorPolicy``; a ConfigError naming the type when
+    it is not one (e.g. ppo)."""
+    missing = [name for name in ACTOR_METHODS if not callable(getattr(policy, name, None))]
+    if missing:
+        raise ConfigError(
+            f'create_config.policy.type = {policy_type!r} cannot run in the async pipeline: it lacks {missing} '
+            '(ding.worker.async_actor.protocol.AsyncActorPolicy; e.g. impala implements it)'
+        )
+    return cast(AsyncActorPolicy, policy)
+
+
+def _close_all(closables: list[Callable[[], None]]) -> None:
+    for close in closables:
+        try:
+            close()
+        except Exception:
+            pass
+
+
+def build_async_parts(
+    cfg: EasyDict,
+    create_cfg: EasyDict,
+    seed: int,
+    model: torch.nn.Module | None,
+    max_env_step: int | None,
+    resume: Any = None,
+    allocate_per_step: bool = False,
+) -> AsyncParts:
+    """Check and compile the config (before any work), then build the policy, learner, actors and evaluator."""
+    resume_path = resolve_resume(cfg, resume)
+    settings = check_async_config(cfg)
+    policy_cls = _policy_class(create_cfg)
+    _actor_policy(policy_cls, create_cfg.policy.type)
+    cfg = compile_config(
+        cfg, seed=seed, policy=policy_cls, create_cfg=create_cfg, save_cfg=True, renew_dir=resume_path is None
+    )
+    if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
+        from ding.service import check_service_config  # deferred: the run service loads only when asked for
+
+        check_service_config(cfg.service)
+    if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
+        cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
+    set_pkg_seed(cfg.seed, use_cuda=cfg.policy.cuda)
+    configure_torch_threads()  # one intra-op thread: actors and learner each compute on their own thread
+
+    closables: list[Callable[[], None]] = []
+    try:
+        policy = create_policy(cfg.policy, model=model, enable_field=['learn'])
+        actor_policy = _actor_policy(policy, cfg.policy.type)
+        tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'async'))
+        closables.append(tb_logger.close)
+        learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
+        learner.config_hash = config_hash(cfg)
+        closables.insert(0, learner.close)
+        pool = ActorPool(
+            actor_policy,
+            settings,
+            partial(make_vector_env, cfg.env),
+            seed=cfg.seed,
+            allocate_per_step=allocate_per_step,
+        )
+        closables.insert(0, lambda: _stop_actors(pool))  # first: no actor keeps stepping while the rest closes
+        evaluator = None
+        eval_cfg = cfg.policy.eval.evaluator
+        if int(eval_cfg.eval_freq) > 0:
+            n_episode = int(eval_cfg.n_episode)
+            eval_seed = cfg.seed + EVAL_SEED_OFFSET
+            eval_env = make_vector_env(
+                cfg.env, int(cfg.env.get('evaluator_env_num') or n_episode), eval_seed, for_eval=True
+            )
+            evaluator = VectorEvaluator(eval_env, actor_policy, n_episode, eval_seed, cfg.env.get('stop_value'))
+            closables.insert(1, evaluator.close)
+        feed = LearnerFeed(pool, settings.updates_per_batch)
+        register_checkpoint_extras(learner, feed, evaluator)
+        if resume_path is not None:
+            restore_serial_state(learner, feed, evaluator, None, resume_path)
+        parts = AsyncParts(
+            cfg, policy, learner, pool, feed, evaluator, settings, tb_logger, RunProgress(cfg.exp_name, max_env_step)
+        )
+        parts.closables, parts.resume_path = closables, resume_path
+        if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
+            from ding.service.async_service import (  # deferred: the run service loads only when asked for
+                attach_async_service,
+            )
+
+            parts.service = attach_async_service(parts)
+            if parts.service is not None:
+                closables.insert(1, parts.service.close)
+    except BaseException:
+        _close_all(closables)
+        raise
+    return parts
+
+
+def _stop_actors(pool: ActorPool) -> None:
+    left = pool.stop()
+    if left:
+        raise RuntimeError(f'actor threads still running after stop: {[t.name for t in left]}')
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the run lasts, SIGTERM raises KeyboardInterrupt in the main thread (then the old handler is back),
+    so that a terminated run stops its actors and writes its checkpoint as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f'signal {signum}')
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _evaluate(parts: AsyncParts) -> bool:
+    """Evaluate the learner's current weights; save ``ckpt_best`` on a new best; True when solved."""
+    learner, evaluator = parts.learner, parts.evaluator
+    assert evaluator is not None  # built whenever eval_freq > 0
+    best_before = evaluator.best_return
+    stop, info = evaluator.eval(parts.policy.actor_weights())
+    mean = info['eval_episode_return_mean']
+    parts.progress.record_eval(mean)
+    envstep = parts.feed.envstep
+    learner.info(
+        f'evaluation at iteration {learner.train_iter}, env step {envstep}: return mean {mean:.2f} '
+        f'(std {info["eval_episode_return_std"]:.2f}, {int(info["eval_episode_count"])} episodes)'
+    )
+    for key, value in info.items():
+        parts.tb_logger.add_scalar(f'evaluator_step/{key}', value, envstep)
+    if mean > best_before:
+        learner.save_checkpoint('ckpt_best')
+    return stop
+
+
+def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: int | None) -> None:
+    """Train until solved, a limit, terminate, an actor failure or Ctrl-C / SIGTERM (which write an interrupt
+    checkpoint); always stop the actors, print the summary line and close everything."""
+    learner, feed, pool, policy, service = parts.learner, parts.feed, parts.pool, parts.policy, parts.service
+    learn_cfg = parts.cfg.policy.learn
+    eval_freq = int(parts.cfg.policy.eval.evaluator.eval_freq)
+    solved, reason = False, 'interrupted'
+    last_eval: int | None = None
+    try:
+        with sigterm_as_interrupt():
+            learner.call_hook('before_run')
+            pool.staging.publish(learner.train_iter, policy.actor_weights())
+            pool.start()
+            while True:
+                # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
+                if service is not None and not service.gate(learner.train_iter, feed.envstep):
+                    reason = 'terminated'
+                    break
+                if eval_freq > 0 and (last_eval is None or learner.train_iter - last_eval >= eval_freq):
+                    last_eval = learner.train_iter
+                    if _evaluate(parts):
+                        solved, reason = True, 'solved'
+                        break
+                batch, lag = feed.next_batch(int(learn_cfg.batch_size), learner.train_iter)
+                scalar = learner.log_buffer['scalar']
+                scalar.update(lag.scalars())
+                scalar['trajectory_queue'] = pool.trajectories.qsize()
+                if parts.settings.drop_when_full:
+                    scalar['dropped_trajectories'] = pool.trajectories.dropped
+                learner.train(batch, feed.envstep)
+                pool.staging.publish(learner.train_iter, policy.actor_weights())
+                parts.progress.update(feed.envstep, learner.train_iter)
+                if max_env_step is not None and feed.envstep >= max_env_step:
+                    reason = 'max_env_step reached'
+                    break
+                if max_train_iter is not None and learner.train_iter >= max_train_iter:
+                    reason = 'max_train_iter reached'
+                    break
+            pool.stop()
+            learner.call_hook('after_run')
+    except KeyboardInterrupt:
+        pool.stop()
+        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+        raise
+    except BaseException as exc:
+        reason = f'error: {type(exc).__name__}'
+        raise
+    finally:
+        finish_run(parts, solved, reason)  # type: ignore[arg-type]  # AsyncParts has every field it reads
+
+
+def async_pipeline(
+    input_cfg: str | tuple[dict, dict],
+    seed: int = 0,
+    model: torch.nn.Module | None = None,
+    max_train_iter: int | None = int(1e10),
+    max_env_step: int | None = int(1e10),
+    resume: str | None = None,
+) -> Any:
+    """Train with actor threads and a learner until ``env.stop_value``, ``max_train_iter`` or ``max_env_step``.
+
+    ``input_cfg`` is a config file path or a ``(main_config, create_config)`` pair; ``resume`` as in
+    ``serial_pipeline``. Returns the policy.
+    """
+    cfg, create_cfg = load_input_config(input_cfg)
+    parts = build_async_parts(cfg, create_cfg, seed, model, max_env_step, resume)
+    run_async_loop(parts, max_train_iter, max_env_step)
+    return parts.policy
+
+
+__all__ = ['async_pipeline', 'build_async_parts', 'run_async_loop', 'check_async_config', 'AsyncParts']
