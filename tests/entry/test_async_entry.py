@@ -95,6 +95,27 @@ def test_resume_auto_continues_from_the_newest_checkpoint(tmp_path, capsys):
     assert not any(p.name.startswith('resumed_') for p in tmp_path.iterdir())  # the run kept its directory
 
 
+def test_sigterm_in_process_stops_the_actors_and_writes_the_interrupt_checkpoint(tmp_path, capsys):
+    learner_log = tmp_path / 'interrupted' / 'log' / 'learner' / 'learner_logger.txt'
+
+    def terminate_after_some_training():
+        wait_until(lambda: learner_log.exists() and 'policy_lag_mean' in learner_log.read_text(), 120)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread, which runs the pipeline
+
+    killer = threading.Thread(target=terminate_after_some_training, daemon=True)
+    killer.start()
+    cfg = cartpole_impala(
+        'interrupted', async_actor=SHORT, eval=NO_EVAL, learn=dict(learner=dict(hook=dict(log_show_after_iter=5)))
+    )
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        async_pipeline(cfg, seed=0)
+    killer.join(10)
+    assert signal.getsignal(signal.SIGTERM) is previous  # the run's handler is gone again
+    assert len(list((tmp_path / 'interrupted' / 'ckpt').glob('interrupt_iteration_*.safetensors'))) == 1
+    assert 'not solved (interrupted)' in _summary(capsys.readouterr().err)
+
+
 class FailingModel(IMPALAVAC):
     """Acts normally for a few steps, then fails (only actor threads call ``step`` with eval off)."""
 
