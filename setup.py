@@ -25,9 +25,9 @@ setup(
         # saving replays (enable_save_replay): moviepy writes the videos, pygame renders the classic-control envs
         'video': ['moviepy>=1.0.3', 'pygame>=2.1'],
         # the async pipeline's C++ vector envs (CartPole, Atari, MuJoCo; ding.envs.vector backend='envpool')
-        'envpool': ['envpool>=0.8'],
+        'envpool': ['envpool>=1.2'],
         # Atari games through gymnasium (ale-py ships the ROMs; OpenCV resizes the frames)
-        'atari': ['ale-py>=0.9', 'opencv-python-headless>=4.8'],
+        'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -38,8 +38,8 @@ setup(
             'import-linter>=2.0',
             'moviepy>=1.0.3',
             'pygame>=2.1',
-            'envpool>=0.8',
-            'ale-py>=0.9',
+            'envpool>=1.2',
+            'ale-py>=0.10',
             'opencv-python-headless>=4.8',
         ],
     },
