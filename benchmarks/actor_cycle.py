@@ -2,12 +2,13 @@
 
 A simple policy-gradient agent (an MLP of 5 hidden layers of 200, a categorical policy), CartPole with 16 envs
 (EnvPool), inference on, 20 cycles of 100 steps, through the async actor's own cycle (``EnvGroup`` and
-``run_cycle`` of ``ding.worker.async_actor``; one env group, buffers recycled as the learner would release them).
+``UnrollWriter`` of ``ding.worker.async_actor``; one env group, buffers recycled as the learner would release them).
 The notes measured 1.37x from buffer donation in their JAX version.
 
     python benchmarks/actor_cycle.py [--repeats 5] [--cycles 20] [--steps 100] [--envs 16]
 
-Prints env steps/s (median of the repeats, the two modes interleaved) and their ratio.
+Prints env steps per second of wall time and per second of this process's CPU time (steadier on a busy
+machine), each the median of the repeats (the two modes interleaved), and their ratios.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ding.envs.vector import make_vector_env  # noqa: E402
-from ding.worker.async_actor import EnvGroup, run_cycle  # noqa: E402
+from ding.worker.async_actor import EnvGroup, UnrollWriter  # noqa: E402
 
 
 class SimplePolicyGradient:
@@ -57,18 +58,20 @@ class SimplePolicyGradient:
         return action, logit, None
 
 
-def cycle_rate(allocate_per_step: bool, num_envs: int, cycles: int, steps: int) -> float:
+def cycle_rate(allocate_per_step: bool, num_envs: int, cycles: int, steps: int) -> tuple[float, float]:
+    """(env steps per wall second, per CPU second of this process) over ``cycles`` cycles after a warm-up one."""
     env = make_vector_env(dict(env_id='CartPole-v1'), num_envs, seed=0)
     policy = SimplePolicyGradient(env.observation_shape[0], env.action_num)
     model = policy.actor_model()
-    group = EnvGroup(env, policy, seed=0, allocate_per_step=allocate_per_step)
+    group = EnvGroup(env, policy, seed=0)
+    writer = UnrollWriter([group], steps, allocate_per_step=allocate_per_step)
     try:
         for cycle in range(cycles + 1):  # the first cycle warms up (and allocates the preallocated buffers)
             if cycle == 1:
-                start = time.perf_counter()
-            run_cycle([group], model, steps)
-            group.finish_unroll(steps, version=0, actor_id=0).release()  # the learner would release it
-        return cycles * steps * num_envs / (time.perf_counter() - start)
+                start, start_cpu = time.perf_counter(), time.process_time()
+            writer.collect(model, version=0).release()  # the learner would release it
+        env_steps = cycles * steps * num_envs
+        return env_steps / (time.perf_counter() - start), env_steps / (time.process_time() - start_cpu)
     finally:
         group.close()
 
@@ -81,19 +84,21 @@ def main() -> None:
     parser.add_argument('--envs', type=int, default=16)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rates: dict[bool, list[float]] = {False: [], True: []}
+    rates: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for _ in range(args.repeats):  # interleaved so drift in machine load hits both alike
         for per_step in (False, True):
             rates[per_step].append(cycle_rate(per_step, args.envs, args.cycles, args.steps))
-    pre, per = statistics.median(rates[False]), statistics.median(rates[True])
+    medians = {k: [statistics.median(r[i] for r in runs) for i in (0, 1)] for k, runs in rates.items()}
     print(f'{args.cycles} cycles x {args.steps} steps, {args.envs} CartPole envs, MLP 5 x 200, inference on')
-    print(f'{"trajectory buffers":<28} {"env steps/s (median of " + str(args.repeats) + ")":>28}  all runs')
+    print(f'{"trajectory buffers":<22} {"steps/wall s":>13} {"steps/CPU s":>12}  (medians of {args.repeats}) wall runs')
     print('-' * 90)
     for name, per_step in (('preallocated', False), ('allocated per step', True)):
-        runs = ' '.join(f'{r:.0f}' for r in rates[per_step])
-        print(f'{name:<28} {statistics.median(rates[per_step]):>28.0f}  {runs}')
+        wall, cpu = medians[per_step]
+        runs = ' '.join(f'{r[0]:.0f}' for r in rates[per_step])
+        print(f'{name:<22} {wall:>13.0f} {cpu:>12.0f}  {runs}')
     print('-' * 90)
-    print(f'ratio preallocated / per step: {pre / per:.2f}   (the notes: 1.37 from buffer donation in JAX)')
+    ratio_wall, ratio_cpu = (medians[False][i] / medians[True][i] for i in (0, 1))
+    print(f'preallocated / per step: {ratio_wall:.2f} (wall), {ratio_cpu:.2f} (CPU)   (the notes: 1.37 in JAX)')
 
 
 if __name__ == '__main__':

@@ -22,7 +22,7 @@ from easydict import EasyDict
 from ding.config import compile_config
 from ding.config.bounds import BOUNDS
 from ding.config.errors import ConfigError
-from ding.config.validate import raise_problems, validate_section
+from ding.config.validate import raise_problems, unknown_keys_allowed, validate_section
 from ding.envs.vector import make_vector_env, read_settings
 from ding.policy import create_policy, get_policy_cls
 from ding.torch_utils import configure_torch_threads
@@ -56,7 +56,7 @@ class AsyncParts:
     learner: BaseLearner
     pool: ActorPool
     feed: LearnerFeed
-    evaluator: VectorEvaluator
+    evaluator: VectorEvaluator | None  # None when eval_freq is 0 (no eval envs are made)
     settings: AsyncActorSettings
     tb_logger: Any
     progress: RunProgress
@@ -78,7 +78,8 @@ def check_async_config(cfg: Any) -> AsyncActorSettings:
     problems: list[str] = []
     if not isinstance(section, dict):
         raise ConfigError(f'{ASYNC_SECTION}: expected a dict (section), got {type(section).__name__}')
-    validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems)
+    allow = unknown_keys_allowed() or cfg.get('allow_unknown_keys') is True  # the escape hatch of compile_config
+    validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems, allow_unknown_keys=allow)
     raise_problems(problems)
     settings = AsyncActorSettings.from_config(section)
     if settings.double_buffer and settings.env_per_actor % 2:
@@ -173,15 +174,16 @@ def build_async_parts(
             allocate_per_step=allocate_per_step,
         )
         closables.insert(0, lambda: _stop_actors(pool))  # first: no actor keeps stepping while the rest closes
+        evaluator = None
         eval_cfg = cfg.policy.eval.evaluator
-        n_episode = int(eval_cfg.n_episode)
-        eval_env = make_vector_env(
-            cfg.env, int(cfg.env.get('evaluator_env_num') or n_episode), cfg.seed + EVAL_SEED_OFFSET, for_eval=True
-        )
-        evaluator = VectorEvaluator(
-            eval_env, actor_policy, n_episode, cfg.seed + EVAL_SEED_OFFSET, cfg.env.get('stop_value')
-        )
-        closables.insert(1, evaluator.close)
+        if int(eval_cfg.eval_freq) > 0:
+            n_episode = int(eval_cfg.n_episode)
+            eval_seed = cfg.seed + EVAL_SEED_OFFSET
+            eval_env = make_vector_env(
+                cfg.env, int(cfg.env.get('evaluator_env_num') or n_episode), eval_seed, for_eval=True
+            )
+            evaluator = VectorEvaluator(eval_env, actor_policy, n_episode, eval_seed, cfg.env.get('stop_value'))
+            closables.insert(1, evaluator.close)
         feed = LearnerFeed(pool, settings.updates_per_batch)
         register_checkpoint_extras(learner, feed, evaluator)
         if resume_path is not None:
@@ -231,6 +233,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def _evaluate(parts: AsyncParts) -> bool:
     """Evaluate the learner's current weights; save ``ckpt_best`` on a new best; True when solved."""
     learner, evaluator = parts.learner, parts.evaluator
+    assert evaluator is not None  # built whenever eval_freq > 0
     best_before = evaluator.best_return
     stop, info = evaluator.eval(parts.policy.actor_weights())
     mean = info['eval_episode_return_mean']
@@ -274,6 +277,8 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
                 scalar = learner.log_buffer['scalar']
                 scalar.update(lag.scalars())
                 scalar['trajectory_queue'] = pool.trajectories.qsize()
+                if parts.settings.drop_when_full:
+                    scalar['dropped_trajectories'] = pool.trajectories.dropped
                 learner.train(batch, feed.envstep)
                 pool.staging.publish(learner.train_iter, policy.actor_weights())
                 parts.progress.update(feed.envstep, learner.train_iter)

@@ -56,6 +56,13 @@ def test_a_bad_async_config_fails_before_any_work_naming_the_key(sections, named
     assert not (tmp_path / 'bad').exists()
 
 
+def test_unknown_async_keys_pass_with_the_escape_hatch(monkeypatch, capsys):
+    monkeypatch.setenv('DING_ALLOW_UNKNOWN_KEYS', '1')
+    cfg = cartpole_impala('hatch', async_actor=dict(SHORT, my_research_flag=True), eval=NO_EVAL)
+    async_pipeline(cfg, seed=0, max_train_iter=1)
+    assert 'train iters 1' in _summary(capsys.readouterr().err)
+
+
 def test_a_policy_without_the_actor_protocol_is_refused_before_any_work(tmp_path):
     cfg, create = cartpole_impala('ppo_async')
     create.policy.type = 'ppo'
@@ -86,6 +93,27 @@ def test_resume_auto_continues_from_the_newest_checkpoint(tmp_path, capsys):
     assert 'train iters 20' in summary
     assert read_manifest(str(tmp_path / 'resumed' / 'ckpt' / 'iteration_20.safetensors'))['last_iter'] == 20
     assert not any(p.name.startswith('resumed_') for p in tmp_path.iterdir())  # the run kept its directory
+
+
+def test_sigterm_in_process_stops_the_actors_and_writes_the_interrupt_checkpoint(tmp_path, capsys):
+    learner_log = tmp_path / 'interrupted' / 'log' / 'learner' / 'learner_logger.txt'
+
+    def terminate_after_some_training():
+        wait_until(lambda: learner_log.exists() and 'policy_lag_mean' in learner_log.read_text(), 120)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread, which runs the pipeline
+
+    killer = threading.Thread(target=terminate_after_some_training, daemon=True)
+    killer.start()
+    cfg = cartpole_impala(
+        'interrupted', async_actor=SHORT, eval=NO_EVAL, learn=dict(learner=dict(hook=dict(log_show_after_iter=5)))
+    )
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        async_pipeline(cfg, seed=0)
+    killer.join(10)
+    assert signal.getsignal(signal.SIGTERM) is previous  # the run's handler is gone again
+    assert len(list((tmp_path / 'interrupted' / 'ckpt').glob('interrupt_iteration_*.safetensors'))) == 1
+    assert 'not solved (interrupted)' in _summary(capsys.readouterr().err)
 
 
 class FailingModel(IMPALAVAC):
@@ -123,10 +151,10 @@ from tests.helpers.async_configs import cartpole_impala
 
 main_config, create_config = cartpole_impala(
     'cli_async',
-    env=dict(backend='gymnasium'),
+    env=dict(backend='gymnasium', evaluator_env_num=1, n_evaluator_episode=1),
     async_actor=dict(actor_num=1, env_per_actor=4, unroll_len=10),
     eval=dict(evaluator=dict(eval_freq=0)),
-    learn=dict(learner=dict(hook=dict(log_show_after_iter=20))),
+    learn=dict(learner=dict(hook=dict(log_show_after_iter=5))),
 )
 """
 
@@ -150,6 +178,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_cli_run_leaving_no_env_process_and_writing_a_checkpoint(tmp_path):
     (tmp_path / 'cfg.py').write_text(CLI_CONFIG)
     log = open(tmp_path / 'run.log', 'wb')
@@ -169,7 +198,7 @@ def test_sigterm_stops_a_cli_run_leaving_no_env_process_and_writing_a_checkpoint
             proc=proc,
         )
         env_processes = _children(proc.pid)
-        assert len(env_processes) >= 4  # gymnasium's AsyncVectorEnv: one process per env (and evaluation's)
+        assert len(env_processes) >= 4  # gymnasium's AsyncVectorEnv: one process per env
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 130
         wait_until(lambda: not any(_alive(p) for p in env_processes), 30, what='the env processes to end')

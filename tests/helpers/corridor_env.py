@@ -14,12 +14,12 @@ LENGTH = 3
 
 class Corridor(gymnasium.Env):
     """Walk right (action 1) or stay (action 0); reward 1 a step; the episode terminates on reaching
-    ``LENGTH``. The observation is the position; ``reset`` starts at a seeded offset in ``[0, 0.5)``."""
+    ``LENGTH``. The observation is the position (of ``dtype``); ``reset`` starts at a seeded offset in ``[0, 0.5)``."""
 
-    observation_space = spaces.Box(low=0.0, high=LENGTH + 1.0, shape=(1,), dtype=np.float32)
     action_space = spaces.Discrete(2)
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: str = 'float32') -> None:
+        self.observation_space = spaces.Box(low=0.0, high=LENGTH + 1.0, shape=(1,), dtype=np.dtype(dtype))
         self.position = 0.0
         self.offset = 0.0
 
@@ -34,7 +34,7 @@ class Corridor(gymnasium.Env):
         return self._obs(), 1.0, self.position >= LENGTH, False, {}
 
     def _obs(self) -> np.ndarray:
-        return np.array([self.position + self.offset], dtype=np.float32)
+        return np.array([self.position + self.offset], dtype=self.observation_space.dtype)
 
 
 gymnasium.register('Corridor-v0', entry_point=Corridor)

@@ -67,6 +67,7 @@ def test_a_live_async_run_is_controlled_and_measured_over_http(tmp_path, monkeyp
         assert done['state'] == 'terminated'
         runner.join(60)
         assert not runner.is_alive() and not errors, errors
+        assert not [t for t in threading.enumerate() if t.name.startswith('ding-actor-')]
         checkpoint = tmp_path / done['result']['checkpoint']
         assert read_manifest(str(checkpoint))['last_iter'] == done['result']['checkpoint_iteration']
         assert not run_file.exists()

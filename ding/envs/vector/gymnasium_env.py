@@ -9,6 +9,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import TransformObservation
 
 from .settings import VectorEnvSettings, WrapperSpec, is_atari_id
 from .wrappers import apply_wrappers
@@ -23,8 +24,13 @@ def register_atari() -> None:
     gymnasium.register_envs(ale_py)
 
 
+def _as_float32(obs: np.ndarray) -> np.ndarray:
+    return obs.astype(np.float32)
+
+
 def build_env(settings: VectorEnvSettings) -> gymnasium.Env:
-    """One env with the settings' wrappers: what each worker of the vector env runs."""
+    """One env with the settings' wrappers (float observations as float32): what each worker of the vector env
+    runs."""
     kwargs = dict(settings.make_kwargs)
     wrappers = settings.wrappers
     if is_atari_id(settings.env_id):
@@ -39,7 +45,12 @@ def build_env(settings: VectorEnvSettings) -> gymnasium.Env:
         env = gymnasium.make(settings.env_id, **kwargs)
     except gymnasium.error.Error as e:
         raise ValueError(f'env.env_id {settings.env_id!r}: gymnasium cannot make it ({e})') from e
-    return apply_wrappers(env, settings, wrappers)
+    env = apply_wrappers(env, settings, wrappers)
+    space = env.observation_space
+    if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating) and space.dtype != np.float32:
+        low, high = space.low.astype(np.float32), space.high.astype(np.float32)
+        env = TransformObservation(env, _as_float32, spaces.Box(low, high, dtype=np.float32))  # models use float32
+    return env
 
 
 class GymnasiumVectorEnv:

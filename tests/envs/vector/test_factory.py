@@ -211,3 +211,9 @@ def test_env_i_of_a_batch_plays_as_a_single_env_seeded_with_seed_plus_i(closing,
     for i, single in enumerate(singles):
         want = [single.reset(seed=10 + i).copy()] + [single.step(a[i : i + 1])[0].copy() for a in actions]
         np.testing.assert_array_equal(np.stack(got)[:, i], np.stack(want)[:, 0])
+
+
+def test_float64_observations_come_as_float32(closing):
+    env = make(closing, dict(env_id=CORRIDOR, make_kwargs=dict(dtype='float64')), num_envs=2)
+    assert env.observation_dtype == np.float32
+    assert env.reset(seed=0).dtype == np.float32 and env.step(np.ones(2))[0].dtype == np.float32

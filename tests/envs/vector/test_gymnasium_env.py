@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import numpy as np
 import pytest
 
 from ding.envs.vector import GymnasiumVectorEnv, make_vector_env
+from tests.helpers.wait import wait_until
 
 CORRIDOR = 'tests.helpers.corridor_env:Corridor-v0'
 
@@ -54,3 +56,17 @@ def test_sync_recv_without_send_is_an_error():
             env.recv()
     finally:
         env.close()
+
+
+def test_a_dead_worker_fails_the_step_and_close_still_stops_the_others():
+    env = make_vector_env(dict(env_id=CORRIDOR), 3, 0)
+    pids = env.worker_pids
+    try:
+        env.reset(seed=0)
+        os.kill(pids[1], signal.SIGKILL)
+        wait_until(lambda: not alive(pids[1]), timeout=10)
+        with pytest.raises(OSError):  # the actor thread's step raises; the pipeline stops the run
+            env.step(np.ones(3))
+    finally:
+        env.close()
+    assert not any(alive(pid) for pid in pids)
