@@ -99,7 +99,8 @@ VARIANTS = [(True, 1), (False, 1), (True, 2), (False, 2)]  # (double_buffer, sta
 
 
 def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> tuple[float, float]:
-    """(env steps/s, mean policy lag) of ``async_pipeline`` on the env's IMPALA config, evaluation off.
+    """(env steps/s, mean policy lag) of ``async_pipeline`` on the env's IMPALA config with ``ACTORS`` actors of
+    the ``ENVS`` count, evaluation off.
 
     The learner's env-step count and the newest batch's lag are sampled every 0.1 s from a side thread; after
     the warm-up and ``seconds`` it ends the run with SIGTERM (the pipeline's own way to stop: actors stopped,
@@ -115,7 +116,7 @@ def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> 
     cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
     cfg.exp_name = f'bench_{name}_db{int(double_buffer)}_st{staging}'
     cfg.policy.eval.evaluator.eval_freq = 0
-    cfg.policy.async_actor.update(double_buffer=double_buffer, staging_queue_size=staging)
+    cfg.policy.async_actor.update(env_per_actor=ENVS[name][1], double_buffer=double_buffer, staging_queue_size=staging)
     parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
     feed, result = parts.feed, {}
 

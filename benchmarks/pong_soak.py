@@ -5,7 +5,10 @@ A side thread samples the learner's env-step count and this process's RSS (``/pr
 ``--interval`` seconds and ends the run with SIGTERM after ``--minutes``. Frames = agent steps x frame skip 4.
 A leak shows as RSS that keeps growing after the warm-up: the summary fits a line to the second half.
 
-    python benchmarks/pong_soak.py [--minutes 2] [--interval 10]
+    python benchmarks/pong_soak.py [--minutes 2] [--interval 10] [--batch-size N]
+
+``--batch-size`` overrides the config's unrolls per learner batch: the learner (the Nature CNN on one CPU thread)
+sets the pace, so a smaller batch runs more iterations in the same minutes (a finer-grained leak check).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def rss_mb() -> float:
     return kb / 1024
 
 
-def soak(minutes: float, interval: float) -> list[tuple[float, int, int, float]]:
+def soak(minutes: float, interval: float, batch_size: int | None) -> list[tuple[float, int, int, float]]:
     """Samples ``(seconds since the first batch, env steps, train iterations, RSS MB)``."""
     from easydict import EasyDict
 
@@ -43,6 +46,8 @@ def soak(minutes: float, interval: float) -> list[tuple[float, int, int, float]]
     cfg, create_cfg = EasyDict(main_config), EasyDict(create_config)
     cfg.exp_name = 'bench_pong_soak'
     cfg.policy.eval.evaluator.eval_freq = 0
+    if batch_size is not None:
+        cfg.policy.learn.batch_size = batch_size
     parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
     feed, learner = parts.feed, parts.learner
     samples: list[tuple[float, int, int, float]] = []
@@ -73,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument('--minutes', type=float, default=2.0)
     parser.add_argument('--interval', type=float, default=10.0)
+    parser.add_argument('--batch-size', type=int, default=None)
     args = parser.parse_args()
     os.environ.setdefault('DING_QUIET', '1')
     os.environ.setdefault('DING_PROGRESS', '0')
@@ -82,7 +88,7 @@ def main() -> None:
     home, workdir = os.getcwd(), tempfile.mkdtemp(prefix='ding_pong_soak_')
     os.chdir(workdir)
     try:
-        samples = soak(args.minutes, args.interval)
+        samples = soak(args.minutes, args.interval, args.batch_size)
     finally:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)

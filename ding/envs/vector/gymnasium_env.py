@@ -3,6 +3,7 @@ both with NEXT_STEP autoreset (an env resets on the step after its episode ended
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import gymnasium
@@ -56,10 +57,10 @@ def build_env(settings: VectorEnvSettings) -> gymnasium.Env:
 class GymnasiumVectorEnv:
     """``num_envs`` gymnasium envs as one ``VectorEnv`` (``ding.worker.async_actor.protocol``).
 
-    ``asynchronous`` runs each env in a subprocess (``context``: the multiprocessing start
-    method, None for the platform's default) and overlaps ``send`` / ``recv``; else they step in this
-    thread at ``recv`` (``asynchronous=False``). Observations come without a copy: the arrays ``recv`` returns are valid until the
-    next ``send``.
+    ``asynchronous`` runs each env in a subprocess (``settings.context``: the multiprocessing start method, None
+    for the platform's default), so the envs step between ``send`` and ``recv``; otherwise they step in this
+    thread at ``recv``. Observations come without a copy: the arrays ``recv`` returns are valid until the next
+    ``send``.
     """
 
     def __init__(self, settings: VectorEnvSettings, num_envs: int, asynchronous: bool = True) -> None:
@@ -138,7 +139,8 @@ class GymnasiumVectorEnv:
             try:
                 self.env.close(timeout=5.0)
             except Exception:  # a broken or hung worker: make sure none is left behind
-                self.env.close(terminate=True)
+                with contextlib.suppress(Exception):
+                    self.env.close(terminate=True)
             for process in self.env.processes:
                 if process.is_alive():
                     process.terminate()
