@@ -110,6 +110,8 @@ class IMPALAPolicy(Policy):
     def actor_model(self) -> nn.Module:
         """A CPU copy of the model for one actor thread, in eval mode, without gradients."""
         model = copy.deepcopy(self._model).cpu().eval()
+        for param in model.parameters():
+            param.grad = None  # the learner's gradients, if any, are of no use to an actor
         model.requires_grad_(False)
         return model
 

@@ -1,6 +1,10 @@
 """A memory task on the async pipeline: CartPole with the velocities masked (only cart position and pole angle
-are observed). An LSTM IMPALA model can recover the velocities from consecutive observations; a feed-forward
-one cannot, and stays far below on the same env-step budget."""
+are observed). With the LSTM core the APPO policy on the impala_vac model recovers the velocities from consecutive
+observations and balances the pole; the feed-forward model cannot, and stays far below on the same env-step budget.
+
+Measured (2-core machine shared with other jobs, seed 0): LSTM eval return 123 at 64k env steps, 500 at 80k (141 s
+wall); feed-forward 40-45 from 16k to 96k env steps (37 s).
+"""
 
 import pytest
 import torch
@@ -17,10 +21,10 @@ ENV = dict(
     n_evaluator_episode=8,
 )
 THRESHOLD = 150.0  # mean greedy return; the feed-forward model stays far below on this budget
-ENV_STEP_BUDGET = 400_000
+ENV_STEP_BUDGET = 128_000
 
 
-def masked_cartpole_impala(exp_name: str, lstm_hidden_size: int | None) -> tuple[dict, dict]:
+def masked_cartpole_appo(exp_name: str, lstm_hidden_size: int | None) -> tuple[dict, dict]:
     main = dict(
         exp_name=exp_name,
         env=dict(ENV, stop_value=THRESHOLD),
@@ -34,16 +38,18 @@ def masked_cartpole_impala(exp_name: str, lstm_hidden_size: int | None) -> tuple
             ),
             learn=dict(
                 batch_size=1,
-                learning_rate=0.002,
-                discount_factor=0.95,
-                entropy_weight=0.01,
+                learning_rate=0.001,
+                epoch_per_collect=4,
+                discount_factor=0.98,
+                lambda_=0.8,
+                entropy_weight=0.0,
                 learner=dict(hook=dict(log_show_after_iter=10_000, save_ckpt_after_iter=1_000_000)),
             ),
-            eval=dict(evaluator=dict(eval_freq=200)),
+            eval=dict(evaluator=dict(eval_freq=400)),
             async_actor=dict(actor_num=2, env_per_actor=8, unroll_len=20, trajectory_queue_size=8),
         ),
     )
-    return main, dict(policy=dict(type='impala'))
+    return main, dict(policy=dict(type='appo'))
 
 
 def greedy_return(policy, seed: int = 123) -> float:
@@ -65,10 +71,10 @@ def _in_tmp(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_lstm_learns_masked_cartpole_and_feedforward_does_not():
     torch.manual_seed(0)
-    lstm = async_pipeline(masked_cartpole_impala('masked_lstm', 64), seed=0, max_env_step=ENV_STEP_BUDGET)
+    lstm = async_pipeline(masked_cartpole_appo('masked_lstm', 64), seed=0, max_env_step=ENV_STEP_BUDGET)
     lstm_return = greedy_return(lstm)
     torch.manual_seed(0)
-    feedforward = async_pipeline(masked_cartpole_impala('masked_ff', None), seed=0, max_env_step=ENV_STEP_BUDGET)
+    feedforward = async_pipeline(masked_cartpole_appo('masked_ff', None), seed=0, max_env_step=ENV_STEP_BUDGET)
     feedforward_return = greedy_return(feedforward)
-    assert lstm_return >= THRESHOLD * 0.8, (lstm_return, feedforward_return)
-    assert feedforward_return < THRESHOLD * 0.5, (lstm_return, feedforward_return)
+    assert lstm_return >= THRESHOLD, (lstm_return, feedforward_return)
+    assert feedforward_return < THRESHOLD / 2, (lstm_return, feedforward_return)

@@ -52,6 +52,8 @@ def test_actor_weights_are_a_copy_the_learner_keeps_training_past():
     assert all(isinstance(v, float) for v in info.values())
     after = policy.actor_weights()
     assert any(not torch.equal(weights[k], after[k]) for k in weights)
+    # a copy made after training carries no gradients
+    assert all(p.grad is None for p in policy.actor_model().parameters())
 
 
 def test_the_lstm_model_learns_a_memory_task_the_feedforward_one_cannot():

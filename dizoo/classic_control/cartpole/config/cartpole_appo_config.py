@@ -23,13 +23,13 @@ cartpole_appo_config = dict(
             lstm_hidden_size=None,  # e.g. 64 for the LSTM core
         ),
         learn=dict(
-            batch_size=2,  # unrolls per learner batch
+            batch_size=1,  # unrolls per learner batch
             learning_rate=0.001,
             optim_type='adam',
             value_weight=0.5,
             entropy_weight=0.01,
-            grad_norm=40.0,
-            discount_factor=0.99,
+            grad_norm=0.5,
+            discount_factor=0.9,
             lambda_=0.95,
             rho_clip_ratio=1.0,
             c_clip_ratio=1.0,
@@ -42,8 +42,8 @@ cartpole_appo_config = dict(
         eval=dict(evaluator=dict(eval_freq=50)),
         async_actor=dict(
             actor_num=2,
-            env_per_actor=16,
-            unroll_len=20,
+            env_per_actor=8,
+            unroll_len=10,
             trajectory_queue_size=16,
             staging_queue_size=1,
             updates_per_batch=1,
