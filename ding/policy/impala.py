@@ -53,6 +53,8 @@ class UnrollModel(Protocol):
 
     def step(self, obs: torch.Tensor, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]: ...
 
+    def act(self, obs: torch.Tensor, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, Any]: ...
+
     def unroll(self, obs: torch.Tensor, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]: ...
 
 
@@ -93,10 +95,10 @@ class IMPALAPolicy(Policy):
         if cfg.get('action_space', 'discrete') != 'discrete':
             raise ValueError(f"{type(self).__name__}: policy.action_space must be 'discrete', got {cfg.action_space!r}")
         model = super()._create_model(cfg, model)
-        missing = [m for m in ('step', 'unroll', 'initial_state') if not callable(getattr(model, m, None))]
+        missing = [m for m in ('act', 'step', 'unroll', 'initial_state') if not callable(getattr(model, m, None))]
         if missing:
             raise TypeError(
-                f'{type(self).__name__}: the model ({type(model).__name__}) needs step / unroll / initial_state '
+                f'{type(self).__name__}: the model ({type(model).__name__}) needs act / step / unroll / initial_state '
                 f"(like 'impala_vac'); missing {missing}"
             )
         self._mode_sensitive = has_mode_dependent_layers(model)
@@ -125,7 +127,7 @@ class IMPALAPolicy(Policy):
         self, model: nn.Module, obs: torch.Tensor, state: Any, first: torch.Tensor, greedy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
         with torch.no_grad():
-            logit, _, state = cast(UnrollModel, model).step(obs, state, first)
+            logit, state = cast(UnrollModel, model).act(obs, state, first)
             if greedy:
                 action = logit.argmax(dim=-1)
             else:

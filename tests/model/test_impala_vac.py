@@ -17,11 +17,14 @@ def test_unroll_equals_step_by_step_acting_with_resets(share_encoder):
     assert start[0].shape == (B, 16 if share_encoder else 32)
     logit, value, final = model.unroll(obs, start, first)
     assert logit.shape == (T, B, 4) and value.shape == (T, B)
-    state = start
+    state = acting_state = start
     for t in range(T):
         step_logit, step_value, state = model.step(obs[t], state, first[t])
         torch.testing.assert_close(logit[t], step_logit)
         torch.testing.assert_close(value[t], step_value)
+        act_logit, acting_state = model.act(obs[t], acting_state, first[t])  # what actors call: no critic head
+        torch.testing.assert_close(act_logit, step_logit)
+        torch.testing.assert_close(acting_state[0], state[0])
     torch.testing.assert_close(final[0], state[0])
     torch.testing.assert_close(final[1], state[1])
 
@@ -38,6 +41,12 @@ def test_first_resets_the_state_to_its_initial_value():
 
 
 def test_feedforward_model_has_no_state_and_vac_modes():
+    torch.manual_seed(0)
+    acting = IMPALAVAC(obs_shape=3, action_shape=2)
+    obs = torch.randn(5, 3)
+    logit, state = acting.act(obs, None, torch.zeros(5, dtype=torch.bool))
+    assert state is None
+    torch.testing.assert_close(logit, acting(obs, 'compute_actor')['logit'])
     model = create_model(dict(type='impala_vac', obs_shape=4, action_shape=2))
     assert isinstance(model.encoder, FCEncoder) and model.initial_state(5) is None and not model.recurrent
     out = model(torch.randn(5, 4), 'compute_actor_critic')

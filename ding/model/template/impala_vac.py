@@ -102,12 +102,16 @@ class IMPALAVAC(nn.Module):
         zeros = torch.zeros(batch_size, width, device=device)
         return zeros, zeros.clone()
 
+    @staticmethod
+    def _as_float(obs: torch.Tensor) -> torch.Tensor:
+        """Observations as float32 (uint8 frames scaled to [0, 1])."""
+        if obs.dtype == torch.uint8:
+            return obs.float().mul_(1.0 / 255.0)
+        return obs if obs.dtype == torch.float32 else obs.float()
+
     def _encode(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Actor and critic features (one tensor twice with a shared encoder)."""
-        if obs.dtype == torch.uint8:
-            obs = obs.float().mul_(1.0 / 255.0)
-        elif obs.dtype != torch.float32:
-            obs = obs.float()
+        obs = self._as_float(obs)
         actor = self.encoder(obs)
         return actor, (actor if self.critic_encoder is None else self.critic_encoder(obs))
 
@@ -134,6 +138,18 @@ class IMPALAVAC(nn.Module):
             critic = joined if self.critic_core is None else torch.cat([critic, h_critic], dim=-1)
             actor = joined
         return self.actor_head(actor)['logit'], self.critic_head(critic)['pred']
+
+    def act(
+        self, obs: torch.Tensor, state: LSTMState | None, first: torch.Tensor
+    ) -> tuple[torch.Tensor, LSTMState | None]:
+        """One acting step: the logits and the next state, without the critic's head (actors need no value)."""
+        if self.core is None:
+            return self.actor_head(self.encoder(self._as_float(obs)))['logit'], None
+        if state is None:
+            raise ValueError('IMPALAVAC.act: a recurrent model needs a state (initial_state(batch_size))')
+        actor, critic = self._encode(obs)  # a separate critic tower's LSTM state moves on too
+        h_actor, _, state = self._core_step(actor, critic, state, first)
+        return self.actor_head(torch.cat([actor, h_actor], dim=-1))['logit'], state
 
     def step(
         self, obs: torch.Tensor, state: LSTMState | None, first: torch.Tensor
