@@ -13,7 +13,7 @@ from ding.config.parallel import compile_config_parallel
 from ding.interaction import TaskFail
 from ding.worker.coordinator.coordinator import Coordinator
 from tests.helpers.processes import ROOT, child_env, worker_pids
-from tests.helpers.refusing_policy import REFUSAL
+from tests.helpers.refusing_policy import COLLECT_REFUSAL, REFUSAL
 from tests.helpers.toy_workers import ToyCollectorSlave, ToyLearnerSlave, toy_config
 
 
@@ -87,15 +87,13 @@ def test_other_refusals_are_retried(cluster):
 CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
 
 
-@pytest.mark.slow
-def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
-    """Real workers through ``ding -m parallel``: the learner refuses its task for a config reason the config layer
-    cannot see (its policy checks more); the run ends at once with that reason instead of retrying for ever."""
+def _run_refused(tmp_path, policy_type: str) -> str:
+    """``ding -m parallel`` with the test policy ``policy_type``; asserts exit 2 and no worker left; its stderr."""
     config = tmp_path / 'refused.py'
     config.write_text(
         f'base = {CONFIG!r}\n'
         "main_config = dict(exp_name='refused_run')\n"
-        "create_config = dict(policy=dict(type='refusing_dqn_command', import_names=['tests.helpers.refusing_policy']))\n"
+        f"create_config = dict(policy=dict(type={policy_type!r}, import_names=['tests.helpers.refusing_policy']))\n"
     )
     proc = subprocess.Popen(
         [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', str(config)],
@@ -112,6 +110,26 @@ def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
             proc.kill()
             proc.communicate()
     assert proc.returncode == 2, stderr[-3000:]
+    assert worker_pids(str(tmp_path)) == []
+    return stderr
+
+
+@pytest.mark.slow
+def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
+    """Real workers through ``ding -m parallel``: the learner refuses its task for a config reason the config layer
+    cannot see (its policy checks more); the run ends at once with that reason instead of retrying for ever."""
+    stderr = _run_refused(tmp_path, 'refusing_dqn_command')
     last_lines = stderr.strip().splitlines()[-2:]
     assert any('was refused for its config' in line and REFUSAL in line for line in last_lines), stderr[-3000:]
-    assert worker_pids(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_cli_run_ends_with_exit_2_when_a_collector_refuses_its_config(tmp_path):
+    """The same for a collector: its policy's collect mode refuses the config, so every collector would; the run
+    ends with that reason (exit 2) instead of handing the task from collector to collector."""
+    stderr = _run_refused(tmp_path, 'refusing_collect_dqn_command')
+    last_lines = stderr.strip().splitlines()[-2:]
+    assert any(
+        'collector task' in line and 'was refused for its config' in line and COLLECT_REFUSAL in line
+        for line in last_lines
+    ), stderr[-3000:]

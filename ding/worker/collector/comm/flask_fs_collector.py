@@ -26,6 +26,7 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config.errors import CONFIG_REFUSAL, ConfigError
 from ding.interaction import CallbackSlave, TaskFail
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
@@ -291,8 +292,10 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 collector = self._create_collector(info, logger=self._logger)
             except Exception as exc:
                 self._logger.exception(f'collector_start_task {task_id}: cannot create the collector')
+                # a config the task cannot run with fails on every collector: the coordinator ends the run
+                refusal = {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else {}
                 raise TaskFail(
-                    {'task_id': task_id},
+                    {'task_id': task_id, **refusal},
                     f'collector_start_task {task_id}: cannot create the collector: {type(exc).__name__}: {exc}',
                 ) from exc
             instance = info.get('instance_name') or cfg.name
