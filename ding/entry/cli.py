@@ -136,6 +136,9 @@ def checkpoint_summary(exp_name: str, started: float) -> str:
     lines = []
     for d in dirs:
         directory = os.path.join(root, d)
+        if not os.path.isdir(directory):  # e.g. a file in its place: the reason no checkpoint could be written
+            lines.append(f'{directory} is not a directory: no checkpoint there')
+            continue
         path = newest_valid_checkpoint(directory, not_before=started)
         if path is not None:
             lines.append(f'checkpoint written by this run: {path}')
