@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             code = _run_one(args, cfg, create_cfg, system_cfg, seed)
         except ConfigError as exc:
             return _fail(str(exc))
-        except StorageError as exc:  # a checkpoint the disk refused: one line naming the file, not a traceback
-            return _fail(str(exc), 1)
+        except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
+            return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}', 1)
         except KeyboardInterrupt:
             print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
             return 130

@@ -14,7 +14,7 @@ from tests.helpers.processes import worker_pids
 
 def _run_until_it_ends(tmp_path, block_before=None, block_during=None) -> str:
     """A parallel CartPole run (never solved, a checkpoint every 50 iterations) with ``block_before(exp_dir)`` done
-    before it starts and ``block_during(exp_dir)`` once it trains; asserts it ends with exit 1, without a retry,
+    before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint; asserts it ends with exit 1, without a retry,
     and leaves no worker; returns its output."""
     cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000, learner_hook=dict(save_ckpt_after_iter=50))
     exp_dir = tmp_path / EXP
@@ -24,8 +24,8 @@ def _run_until_it_ends(tmp_path, block_before=None, block_during=None) -> str:
     run = ParallelRun(str(tmp_path), cfg)
     try:
         if block_during is not None:
-            policy = exp_dir / 'policy'
-            run.wait_for(lambda: policy.is_dir() and any(policy.glob('*.safetensors')), 120, 'a policy file')
+            ckpt = exp_dir / 'ckpt_learner0'
+            run.wait_for(lambda: any(ckpt.glob('iteration_*.safetensors')), 120, 'a learner checkpoint')
             block_during(exp_dir)
         run.proc.wait(180)
     finally:
@@ -44,6 +44,7 @@ def test_a_checkpoint_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path)
     assert last.startswith('ding: error: the run ended: learner task'), output[-3000:]
     assert os.path.join('ckpt_learner0', 'iteration_50.safetensors') in last
     assert 'iteration 50 was NOT saved' in last
+    assert last.endswith(f'; ./{EXP}/ckpt_learner0 is not a directory: no checkpoint there'), last
 
 
 def _block_policy_directory(exp_dir) -> None:
@@ -58,3 +59,5 @@ def test_a_policy_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path
     assert last.startswith('ding: error: the run ended: learner task'), output[-3000:]
     assert 'cannot write the policy file' in last and os.path.join(EXP, 'policy', 'policy_learner') in last
     assert 'were NOT published' in last
+    # the checkpoints written before the fault are named: they are what --resume auto continues from
+    assert f'checkpoint written by this run: ./{EXP}/ckpt_learner0/' in last, last

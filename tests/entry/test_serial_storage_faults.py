@@ -52,6 +52,8 @@ def test_ctrl_c_with_an_unwritable_checkpoint_directory_is_one_line_naming_what_
         err[-3000:]
     )
     assert 'interrupt_iteration_' in last and 'NOT saved' in last and 'Traceback' not in err
+    # and what exists instead: the directory's place is taken, so no checkpoint of this run is there
+    assert last.endswith('; ./cartpole_dqn_seed0/ckpt is not a directory: no checkpoint there'), last
 
 
 def test_the_interrupt_summary_names_a_checkpoint_directory_that_is_not_one(tmp_path, monkeypatch):
