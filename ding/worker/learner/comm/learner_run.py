@@ -276,6 +276,8 @@ class LearnerRun:
         )
 
     def ended_message(self, what: str) -> str:
+        if self.storage_error:  # the coordinator ends the run with this line: the file and what was not saved first
+            return f'{what}: stopped after {iterations_done(self.learner)} iterations: {self.storage_error}'
         return (
             f'{what}: learner task {self.task_id} has ended ({self._why()}) after '
             f'{iterations_done(self.learner)} iterations'
