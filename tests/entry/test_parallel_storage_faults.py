@@ -1,8 +1,8 @@
-"""A parallel run whose learner cannot write a checkpoint or its policy file ends with one line naming the path and
-what was not saved (exit 1), like the serial pipeline, instead of the coordinator retrying the learner task.
+"""A parallel run whose learner cannot write a checkpoint or its policy file, or whose collector cannot write a
+sample file, ends with one line naming the path and what was not saved (exit 1), like the serial pipeline, instead
+of the coordinator retrying the task.
 
-The faults are real and hold against root too (chmod does not): a regular file where the checkpoint directory
-should be, a directory where the policy file should be."""
+The faults are real and hold against root too (chmod does not): a regular file where the directory should be."""
 
 import os
 
@@ -61,3 +61,16 @@ def test_a_policy_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path
     assert 'were NOT published' in last
     # the checkpoints written before the fault are named: they are what --resume auto continues from
     assert f'checkpoint written by this run: ./{EXP}/ckpt_learner0/' in last, last
+
+
+def _block_data_directory(exp_dir) -> None:
+    (exp_dir / 'data').rename(exp_dir / 'data.moved')
+    (exp_dir / 'data').write_text('a file where the sample directory should be')
+
+
+@pytest.mark.slow
+def test_a_sample_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path):
+    output = _run_until_it_ends(tmp_path, block_during=_block_data_directory)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith('ding: error: the run ended: collector task'), output[-3000:]
+    assert f'cannot write a sample file in {tmp_path / EXP / "data"} (' in last and 'samples were NOT saved' in last
