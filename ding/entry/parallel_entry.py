@@ -123,9 +123,9 @@ def parallel_pipeline(
     log to the console; ``disable_flask_log`` silences the per-request HTTP log of the workers.
     Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
     every process and raise KeyboardInterrupt. A task a worker refused for its config ends the run with a
-    ``ConfigError`` naming the reason; a checkpoint or policy file a worker could not write ends it with a
-    ``StorageError`` naming the path and what was not saved. Setting ``stop_event`` (from another thread) ends the run the
-    same orderly way and returns (reason 'stopped').
+    ``ConfigError`` naming the reason; a checkpoint, policy or sample file a worker could not write ends it
+    with a ``StorageError`` naming the path and what was not saved. Setting ``stop_event`` (from another
+    thread) ends the run the same orderly way and returns (reason 'stopped').
 
     ``resume`` ('auto', 'never' or a checkpoint path; default: the config's top-level ``resume``, else
     'never'): the learner starts from that checkpoint (``auto``: the newest valid one of

@@ -78,6 +78,7 @@ class TaskScheduler:
         self.failed_tasks: list[dict[str, Any]] = []
         # why a worker refused a task for its config (the run then ended), else None
         self.config_refusal: str | None = None
+        # why the run ended because a worker could not write a file (the path, what was not saved), else None
         self.storage_refusal: str | None = None
 
     # ---- threads -----------------------------------------------------------------------------------
