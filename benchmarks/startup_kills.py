@@ -90,6 +90,27 @@ def run_ports(exp_dir: str) -> set[int]:
     return ports
 
 
+def worker_names(exp_dir: str) -> dict[int, str]:
+    """pid -> worker name, from the workers' ready files."""
+    names = {}
+    for path in glob.glob(os.path.join(exp_dir, 'run', '*.ready')):
+        try:
+            with open(path, encoding='utf-8') as f:
+                info = json.load(f)
+            names[int(info['pid'])] = str(info['name'])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return names
+
+
+def log_tail(exp_dir: str, name: str, lines: int = 3) -> str:
+    try:
+        with open(os.path.join(exp_dir, 'log', f'{name}.log'), encoding='utf-8', errors='replace') as f:
+            return ' / '.join(line.strip() for line in f.read().splitlines()[-lines:])
+    except OSError:
+        return ''
+
+
 def listening(ports: set[int]) -> set[int]:
     """Which of ``ports`` have a socket in LISTEN state (``/proc/net/tcp``, ``tcp6``)."""
     found = set()
@@ -147,6 +168,11 @@ def trial(delay: float, grace: float, seed: int) -> dict:
     gone_after = time.monotonic() - killed_at
     ports |= run_ports(exp_dir)
     still_listening = listening(ports)
+    names = worker_names(exp_dir)
+    for pid in left:
+        name = names.get(pid)
+        if name:
+            left[pid] = f'{name} ({left[pid]}); its log ends: {log_tail(exp_dir, name)[-400:]}'
     for pid in left:  # clean up, whatever the verdict
         try:
             os.kill(pid, signal.SIGKILL)
