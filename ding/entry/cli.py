@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             code = _run_one(args, cfg, create_cfg, system_cfg, seed)
         except ConfigError as exc:
             return _fail(str(exc))
-        except StorageError as exc:  # a checkpoint the disk refused: one line naming the file, not a traceback
-            return _fail(str(exc), 1)
+        except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
+            return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}', 1)
         except KeyboardInterrupt:
             print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
             return 130
@@ -136,6 +136,9 @@ def checkpoint_summary(exp_name: str, started: float) -> str:
     lines = []
     for d in dirs:
         directory = os.path.join(root, d)
+        if not os.path.isdir(directory):  # e.g. a file in its place: the reason no checkpoint could be written
+            lines.append(f'{directory} is not a directory: no checkpoint there')
+            continue
         path = newest_valid_checkpoint(directory, not_before=started)
         if path is not None:
             lines.append(f'checkpoint written by this run: {path}')

@@ -25,6 +25,7 @@ from ding.config.loader import read_config
 from ding.config.parallel import find_free_port
 from ding.config.writer import redact_secrets
 from ding.interaction.base.auth import new_run_secret, resolve_run_secret
+from ding.utils.atomic_file import StorageError
 from ding.utils.jsonable import to_jsonable
 from ding.utils.tls import TlsSettings
 from ding.worker.coordinator.coordinator import Coordinator
@@ -123,8 +124,9 @@ def parallel_pipeline(
     log to the console; ``disable_flask_log`` silences the per-request HTTP log of the workers.
     Returns a :class:`ParallelResult`; prints ``[ding] EXP: SOLVED | ...`` on stderr. Ctrl-C / SIGTERM stop
     every process and raise KeyboardInterrupt. A task a worker refused for its config ends the run with a
-    ``ConfigError`` naming the reason. Setting ``stop_event`` (from another thread) ends the run the
-    same orderly way and returns (reason 'stopped').
+    ``ConfigError`` naming the reason; a checkpoint, policy or sample file a worker could not write ends it
+    with a ``StorageError`` naming the path and what was not saved. Setting ``stop_event`` (from another
+    thread) ends the run the same orderly way and returns (reason 'stopped').
 
     ``resume`` ('auto', 'never' or a checkpoint path; default: the config's top-level ``resume``, else
     'never'): the learner starts from that checkpoint (``auto``: the newest valid one of
@@ -217,6 +219,8 @@ def parallel_pipeline(
                 )
     if coordinator is not None and coordinator.config_refusal:  # no retry can succeed: fail the run
         raise ConfigError(f'the run ended: {coordinator.config_refusal}')
+    if coordinator is not None and coordinator.storage_refusal:  # the disk refused a file: fail the run (exit 1)
+        raise StorageError(f'the run ended: {coordinator.storage_refusal}')
     return ParallelResult(
         exp,
         solved,

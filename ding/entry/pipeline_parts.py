@@ -16,6 +16,7 @@ from ding.envs import create_env_manager, get_vec_env_setting
 from ding.policy import create_policy
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
+from ding.utils.atomic_file import StorageError
 from ding.utils.log_helper import build_summary_writer
 from ding.worker import (
     BaseLearner,
@@ -194,7 +195,8 @@ def run_serial_loop(
     (a limit of None: no limit).
 
     Ends on the stop value, a limit, a terminate request or Ctrl-C (after writing an interrupt
-    checkpoint); always prints the summary line and closes every component.
+    checkpoint; one the disk refuses raises ``StorageError`` naming it and the iteration not saved); always
+    prints the summary line and closes every component.
     """
     learner, collector, evaluator, commander = parts.learner, parts.collector, parts.evaluator, parts.commander
     service = parts.service  # run control / metrics (ding.service); None unless cfg.service asks for it
@@ -223,7 +225,10 @@ def run_serial_loop(
                 break
         learner.call_hook('after_run')
     except KeyboardInterrupt:
-        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+        try:
+            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+        except StorageError as exc:  # the disk refused it: one line naming the file and the iteration not saved
+            raise StorageError(f'interrupted; {exc}', exc) from None
         raise
     finally:
         finish_run(parts, stop, reason)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 
+# The key a worker sets (True) in the result of a task it ended because a file could not be written (a
+# ``StorageError``: disk full, read-only or unwritable directory): a retry would write to the same place, so the
+# coordinator ends the run naming the path and what was not saved instead of handing the task to another worker.
+STORAGE_REFUSAL = 'storage_error'
+
 
 class StorageError(OSError):
     """A file that could not be written (disk full, read-only or missing directory...). The message names the
@@ -53,4 +58,4 @@ def remove_quietly(path: str) -> None:
         pass
 
 
-__all__ = ['StorageError', 'fsync_dir', 'write_temp', 'remove_quietly']
+__all__ = ['STORAGE_REFUSAL', 'StorageError', 'fsync_dir', 'write_temp', 'remove_quietly']

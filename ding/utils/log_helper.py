@@ -14,6 +14,53 @@ if TYPE_CHECKING:
 TB_FLUSH_SECS = 2.0
 
 
+class LogFileHandler(logging.FileHandler):
+    """The text loggers' file handler. When its file cannot be written (disk full, I/O error, read-only file
+    system) it says so once on stderr, naming the file, and writes nothing more to it; the run goes on and the
+    other handlers (the console) keep logging. Python's own handling would print a "--- Logging error ---"
+    traceback for every record, for as long as the disk stays full."""
+
+    def __init__(self, filename: str) -> None:
+        super().__init__(filename)
+        self.failure: str | None = None  # why the file was switched off, None while it is written
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failure is None:
+            super().emit(record)
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            self._switch_off(exc)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            self._switch_off(exc)
+        else:
+            super().handleError(record)
+
+    def _switch_off(self, exc: OSError) -> None:
+        if self.failure is not None:
+            return
+        self.failure = exc.strerror or str(exc)
+        try:
+            sys.stderr.write(
+                f'ding: WARNING: cannot write the log file {self.baseFilename} ({self.failure}); logging to that '
+                'file is switched off for the rest of the run (training goes on)\n'
+            )
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr on the same full disk, or closed: nowhere left to say it
+            pass
+        stream, self.stream = self.stream, None
+        try:
+            if stream is not None:
+                stream.close()  # its unwritten buffer fails again: the file descriptor is released regardless
+        except OSError:
+            pass
+
+
 def build_logger(
     path: str, name: str | None = None, need_tb: bool = True, to_console: bool = True
 ) -> tuple[logging.Logger, SummaryWriter | None]:
@@ -31,7 +78,7 @@ def build_logger(
     log_file = os.path.abspath(os.path.join(path, f'{name}_logger.txt'))
     if not any(getattr(h, 'baseFilename', None) == log_file for h in logger.handlers):
         fmt = logging.Formatter('[%(asctime)s] %(levelname)s %(message)s', '%Y-%m-%d %H:%M:%S')
-        file_handler = logging.FileHandler(log_file)
+        file_handler = LogFileHandler(log_file)
         file_handler.setFormatter(fmt)
         logger.addHandler(file_handler)
         if to_console and os.environ.get('DING_QUIET', '') != '1':

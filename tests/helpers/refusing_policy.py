@@ -1,5 +1,6 @@
-"""A DQN command policy whose learn mode refuses its config, as a policy that checks more than the config layer
-can: the learner refuses its task for a config reason (for the tests of such a refusal ending a parallel run)."""
+"""DQN command policies whose learn (or collect) mode refuses its config, as a policy that checks more than the
+config layer can: the learner (or collector) refuses its task for a config reason (for the tests of such a refusal
+ending a parallel run)."""
 
 from ding.config.errors import ConfigError
 from ding.policy.command_mode_policy_instance import DQNCommandModePolicy
@@ -12,3 +13,14 @@ REFUSAL = 'policy.learn.refusal_demo: this test policy refuses every learner con
 class RefusingDQNCommandPolicy(DQNCommandModePolicy):
     def _init_learn(self) -> None:
         raise ConfigError(REFUSAL)
+
+
+COLLECT_REFUSAL = 'policy.collect.refusal_demo: this test policy refuses every collector config'
+
+
+@POLICY_REGISTRY.register('refusing_collect_dqn_command')
+class RefusingCollectDQNCommandPolicy(DQNCommandModePolicy):
+    """Learns like DQN; its collect mode refuses the config (the collector refuses its task for a config reason)."""
+
+    def _init_collect(self) -> None:
+        raise ConfigError(COLLECT_REFUSAL)

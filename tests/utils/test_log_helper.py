@@ -1,7 +1,10 @@
 """``build_logger`` / ``build_summary_writer``: tensorboardX writers whose scalars reach the event file while the
-run is live (before ``close``), and text logs on disk."""
+run is live (before ``close``), and text logs on disk (a log file the disk refuses is reported once, then left)."""
 
+import os
 import time
+
+import pytest
 
 from ding.utils.log_helper import TB_FLUSH_SECS, build_logger, build_summary_writer, close_logger, summary_writer_cls
 from tests.helpers.learner_policies import read_tb_events
@@ -46,3 +49,21 @@ def test_build_logger_writes_text_and_tensorboard(tmp_path):
     close_logger(logger)
     assert 'iteration 3 done' in (tmp_path / 'learner_logger.txt').read_text()
     assert read_tb_events(str(tmp_path / 'learner')) == {'learner_iter/total_loss': [(3, 1.5)]}
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/full'), reason='needs /dev/full (every write fails: ENOSPC)')
+def test_a_full_log_disk_is_reported_once_and_the_file_switched_off(tmp_path, capfd):
+    # The log file is /dev/full: every write fails with "No space left on device", a real full disk as root sees it.
+    log_file = tmp_path / 'learner_logger.txt'
+    log_file.symlink_to('/dev/full')
+    logger, _ = build_logger(str(tmp_path), 'learner', need_tb=False, to_console=False)
+    try:
+        for i in range(20):
+            logger.info(f'iteration {i}')
+        logger.error('still nothing raised to the caller')
+    finally:
+        close_logger(logger)
+    err = capfd.readouterr().err
+    assert err.count('ding: WARNING: cannot write the log file') == 1, err
+    assert str(log_file) in err and 'No space left on device' in err and 'switched off' in err
+    assert 'Logging error' not in err and 'Traceback' not in err

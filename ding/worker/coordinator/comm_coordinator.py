@@ -11,6 +11,7 @@ from typing import Any
 
 from ding.config.errors import CONFIG_REFUSAL
 from ding.interaction import HttpLimits
+from ding.utils.atomic_file import STORAGE_REFUSAL
 from ding.utils.jsonable import to_jsonable
 from ding.utils.tls import TlsSettings
 
@@ -180,6 +181,8 @@ class CommCoordinator:
             self._callback_fn['deal_with_worker_change']()
         if result.get(CONFIG_REFUSAL) is True:  # refused for its config: retrying elsewhere cannot help
             self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason, config_error=True)
+        elif result.get(STORAGE_REFUSAL) is True:  # the disk refused a file: a retry would write there again
+            self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason, storage_error=True)
         else:
             self._callback_fn[f'deal_with_{kind}_fail_task'](task, reason)
 

@@ -196,6 +196,11 @@ class Coordinator:
         return self._scheduler.config_refusal
 
     @property
+    def storage_refusal(self) -> str | None:
+        """Why the run ended because a worker could not write a file (the path and what was not saved), else None."""
+        return self._scheduler.storage_refusal
+
+    @property
     def commander(self) -> Any:
         return self._commander
 
@@ -330,10 +335,13 @@ class Coordinator:
             self._check_limits()
         self._scheduler.notify_change()
 
-    def deal_with_collector_fail_task(self, task: dict, reason: str, config_error: bool = False) -> None:
+    def deal_with_collector_fail_task(
+        self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
+    ) -> None:
         """The collector running ``task`` died or failed it: give the task to another collector, or give up;
-        ``config_error``: it refused the task for its config, which ends the run."""
-        self._scheduler.task_failed(task, reason, 'collector', config_error=config_error)
+        ``config_error``: it refused the task for its config, ``storage_error``: the disk refused one of its
+        files; either ends the run."""
+        self._scheduler.task_failed(task, reason, 'collector', config_error=config_error, storage_error=storage_error)
 
     # ---- learner callbacks -----------------------------------------------------------------------
     def deal_with_learner_get_data(
@@ -371,10 +379,13 @@ class Coordinator:
         self._data.close_buffer(buffer_id)
         self._scheduler.notify_change()
 
-    def deal_with_learner_fail_task(self, task: dict, reason: str, config_error: bool = False) -> None:
+    def deal_with_learner_fail_task(
+        self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
+    ) -> None:
         """The learner running ``task`` died or failed it: give it to another learner (resuming), or give up;
-        ``config_error``: it refused the task for its config, which ends the run."""
-        self._scheduler.task_failed(task, reason, 'learner', config_error=config_error)
+        ``config_error``: it refused the task for its config, ``storage_error``: the disk refused a checkpoint
+        or policy file; either ends the run."""
+        self._scheduler.task_failed(task, reason, 'learner', config_error=config_error, storage_error=storage_error)
 
     # ---- run service -----------------------------------------------------------------------------
     def attach_service(self, runtime: Any) -> None:

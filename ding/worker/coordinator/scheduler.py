@@ -78,6 +78,8 @@ class TaskScheduler:
         self.failed_tasks: list[dict[str, Any]] = []
         # why a worker refused a task for its config (the run then ended), else None
         self.config_refusal: str | None = None
+        # why the run ended because a worker could not write a file (the path, what was not saved), else None
+        self.storage_refusal: str | None = None
 
     # ---- threads -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -198,11 +200,15 @@ class TaskScheduler:
         self._retries.pop(task_id, None)
         self._historical_task.append(task_id)
 
-    def task_failed(self, task: dict, reason: str, kind: str, config_error: bool = False) -> None:
+    def task_failed(
+        self, task: dict, reason: str, kind: str, config_error: bool = False, storage_error: bool = False
+    ) -> None:
         """The worker running ``task`` died or failed it: give it to another worker (resuming), or give up.
 
         ``config_error``: the worker refused the task because of the config; every worker would, so the run
-        ends with that reason (``config_refusal``) instead of retrying the task for ever.
+        ends with that reason (``config_refusal``) instead of retrying the task for ever. ``storage_error``: the
+        worker could not write a file (disk full, unwritable directory); a retry would write to the same place,
+        so the run ends naming the path and what was not saved (``storage_refusal``).
         """
         task_id = task['task_id']
         self._task_state.pop(task_id, None)
@@ -213,6 +219,7 @@ class TaskScheduler:
             'reason': reason,
             'time': time.time(),
             'config_error': config_error,
+            'storage_error': storage_error,
         }
         with self._stats_lock:
             self.failed_tasks.append(record)
@@ -220,6 +227,9 @@ class TaskScheduler:
             return
         if config_error:
             self._end_for_config(kind, task, reason)
+            return
+        if storage_error:
+            self._end_for_storage(kind, task, reason)
             return
         tries = self._retries.get(task_id, 0) + 1
         self._retries[task_id] = tries
@@ -248,6 +258,16 @@ class TaskScheduler:
         if first:
             self._error(f'{self.config_refusal}; ending the run (a retry would be refused the same way)')
             self._end_run(self.config_refusal or reason)
+        self.stop()
+
+    def _end_for_storage(self, kind: str, task: dict, reason: str) -> None:
+        with self._stats_lock:
+            first = self.storage_refusal is None and self.config_refusal is None
+            if first:
+                self.storage_refusal = f'{kind} task {task["task_id"]} could not write a file: {reason}'
+        if first:
+            self._error(f'{self.storage_refusal}; ending the run (a retry would write to the same place)')
+            self._end_run(self.storage_refusal or reason)
         self.stop()
 
     def _requeue(self, kind: str, task: dict) -> None:

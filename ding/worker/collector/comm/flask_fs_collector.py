@@ -26,7 +26,9 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config.errors import CONFIG_REFUSAL, ConfigError
 from ding.interaction import CallbackSlave, TaskFail
+from ding.utils.atomic_file import STORAGE_REFUSAL, StorageError
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
@@ -88,6 +90,7 @@ class _Run:
         self.reason = ''
         self.sent_samples = 0  # metadata handed to the coordinator
         self.dropped_samples = 0  # written but never handed over (task closed first); their files are removed
+        self.storage_error: str | None = None  # a sample file the disk refused: the task ends with it (not retried)
 
     def discard_queued(self) -> None:
         """Remove the files of chunks the coordinator never received."""
@@ -228,7 +231,15 @@ class FlaskFileSystemCollector(BaseCommCollector):
     def send_stepdata(self, stepdata: list[dict[str, Any]]) -> list[str]:
         """Write one chunk of samples as one file in the task's ``path_data``; return their data_ids."""
         run = self._live_run()
-        return save_samples(run.path_data, unique_stem(run.prefix), stepdata)
+        try:
+            return save_samples(run.path_data, unique_stem(run.prefix), stepdata)
+        except OSError as exc:  # disk full, unwritable directory: every retry would write to the same place
+            run.storage_error = (
+                f'cannot write a sample file in {run.path_data} ({exc.strerror or exc}); '
+                f'{len(stepdata)} samples were NOT saved'
+            )
+            self._logger.error(f'collector task {run.task_id}: {run.storage_error}')
+            raise StorageError(run.storage_error, exc) from exc
 
     def send_metadata(self, metadata: list[dict[str, Any]]) -> None:
         """Queue one chunk of sample metadata for the coordinator; waits while the queue is full.
@@ -291,8 +302,10 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 collector = self._create_collector(info, logger=self._logger)
             except Exception as exc:
                 self._logger.exception(f'collector_start_task {task_id}: cannot create the collector')
+                # a config the task cannot run with fails on every collector: the coordinator ends the run
+                refusal = {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else {}
                 raise TaskFail(
-                    {'task_id': task_id},
+                    {'task_id': task_id, **refusal},
                     f'collector_start_task {task_id}: cannot create the collector: {type(exc).__name__}: {exc}',
                 ) from exc
             instance = info.get('instance_name') or cfg.name
@@ -355,6 +368,10 @@ class FlaskFileSystemCollector(BaseCommCollector):
 
     def _finish_answer(self, run: _Run) -> dict[str, Any]:
         collector = run.collector
+        if run.storage_error is not None:  # the coordinator ends the run naming the directory
+            raise TaskFail(
+                {'task_id': run.task_id, STORAGE_REFUSAL: True}, f'collector task {run.task_id}: {run.storage_error}'
+            )
         if collector.error is not None:
             raise TaskFail(
                 {'task_id': run.task_id, 'error': collector.error},

@@ -26,6 +26,7 @@ from easydict import EasyDict
 
 from ding.config.errors import CONFIG_REFUSAL, ConfigError
 from ding.interaction import TaskFail
+from ding.utils.atomic_file import StorageError
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
 from ding.worker.learner.hook_base import iterations_done
@@ -247,8 +248,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
         task_id = task_info.get('task_id') if isinstance(task_info, dict) else None
         if task_id is not None and task_id != run.task_id:
             raise TaskFail(message=f"{what}: task_id '{task_id}' is not the running learner task '{run.task_id}'")
-        if run.ending.is_set() or run.reason:
-            raise TaskFail(message=run.ended_message(what))
+        if run.ending.is_set() or run.reason or run.storage_error:
+            raise TaskFail(run.refusal(), message=run.ended_message(what))
         return run
 
     def deal_with_learner_start(self, task_info: dict[str, Any]) -> dict[str, Any]:
@@ -334,6 +335,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 run.reason = run.reason or 'closed'
             else:
                 run.error = f'{type(exc).__name__}: {exc}'
+                if isinstance(exc, StorageError):  # a checkpoint the disk refused: the run ends, naming it
+                    run.storage_failed(str(exc))
                 self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: {run.error}')
         finally:
             self._live_exchange().flush_infos(run)  # infos grouped when the run stopped early: to a learn task waiting

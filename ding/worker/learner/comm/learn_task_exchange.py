@@ -116,7 +116,7 @@ class LearnTaskExchange:
         """The failure for a task that found its run ended, once the learner thread is done (closed, and the
         exception checkpoint of a failure written) so that a new start task can follow at once."""
         run.finished.wait(self._stop_timeout)
-        return TaskFail(message=run.ended_message(what))
+        return TaskFail(run.refusal(), message=run.ended_message(what))
 
     def flush_infos(self, run: LearnerRun) -> None:
         """Hand over the learn infos still grouped when a run stops early (to a learn task still waiting)."""

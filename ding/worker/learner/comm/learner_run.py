@@ -10,6 +10,7 @@ import time
 from collections import deque
 from typing import Any
 
+from ding.utils.atomic_file import STORAGE_REFUSAL
 from ding.utils.file_transport import SampleReader
 from ding.utils.learn_task_layout import COLUMNS_LAYOUT
 from ding.worker.learner.hook_base import iterations_done
@@ -133,6 +134,8 @@ class LearnerRun:
         self.published = threading.Event()  # set: the weights were published once (before_run)
         self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
         self.publish_error: str | None = None  # why the last policy file could not be written (logged once)
+        # A checkpoint or policy file the disk refused (the path and what was not saved): the task ends with it
+        self.storage_error: str | None = None
         # Learn infos of a num_batches run not handed to the learn task yet, and whether the next one goes at
         # once (a learn task that saw a later demand waits for its first info to answer)
         self.info_group: list[dict[str, Any]] = []
@@ -240,6 +243,18 @@ class LearnerRun:
             thread.join(_POLL_S)
         return not thread.is_alive()
 
+    def storage_failed(self, message: str) -> None:
+        """A file of this run could not be written (``message`` names it and what was not saved): the learner
+        stops after its current iteration and the coordinator's next task hears why (``refusal``)."""
+        if self.storage_error is None:
+            self.storage_error = message
+        self.learner.stop()
+
+    def refusal(self) -> dict[str, Any]:
+        """The fields a failed task of this run carries: the storage flag when the disk refused a file (a retry
+        would write to the same place; the coordinator ends the run), else none."""
+        return {STORAGE_REFUSAL: True} if self.storage_error else {}
+
     def end_report(self) -> str:
         """The log line of a run that ended: how it ended, what it sent, where the time of a data round went."""
         rounds = max(self.learn_infos + self.rejected_batches, 1)
@@ -252,7 +267,7 @@ class LearnerRun:
                 f'{wall:.2f}s wall, {cpu:.2f}s process CPU ({training:.2f}s of it in the training thread)'
             )
         return (
-            f'learner task {self.task_id} ended ({self.reason or "failed: " + str(self.error)}) at '
+            f'learner task {self.task_id} ended ({self._why()}) at '
             f'iteration {self.learner.train_iter}: {self.learn_infos} learn infos sent, '
             f'{self.rejected_batches} batches rejected; per data round '
             f'{1e3 * self.in_tasks_s / rounds:.1f} ms in get-data/learn tasks, '
@@ -261,8 +276,17 @@ class LearnerRun:
         )
 
     def ended_message(self, what: str) -> str:
-        why = self.reason or ('failed: ' + self.error if self.error else 'ended')
-        return f'{what}: learner task {self.task_id} has ended ({why}) after {iterations_done(self.learner)} iterations'
+        if self.storage_error:  # the coordinator ends the run with this line: the file and what was not saved first
+            return f'{what}: stopped after {iterations_done(self.learner)} iterations: {self.storage_error}'
+        return (
+            f'{what}: learner task {self.task_id} has ended ({self._why()}) after '
+            f'{iterations_done(self.learner)} iterations'
+        )
+
+    def _why(self) -> str:
+        if self.storage_error:  # the cause, even when the learner then stopped in an orderly way
+            return 'failed: ' + self.storage_error
+        return self.reason or ('failed: ' + self.error if self.error else 'ended')
 
 
 def make_demand(

@@ -103,22 +103,22 @@ def cpu_snapshot(model: dict[str, Any]) -> dict[str, Any]:
 
 def write_run_policy(run: Any, model: dict[str, Any], policy_iter: int, logger: Any) -> None:
     """Publisher thread: write a learner run's policy file (``run.path_policy`` / ``run.policy_name``), then
-    set ``run.published``. A failed write is logged at ERROR once, naming the path and the iteration not
-    published, and again only when the cause changes (a full or read-only disk would otherwise log every
-    publish); collectors keep their last weights and the learner's checkpoints decide what a restart loses.
-    Writing again after a failure is logged too."""
+    set ``run.published``. A file the disk refuses (full, read-only, a file where the directory should be) ends
+    the run (``LearnerRun.storage_failed``): collectors would train on ever older weights, so the coordinator
+    ends the run naming the path and the iteration not published. Any failure is logged at ERROR once per cause."""
     path = os.path.join(run.path_policy, run.policy_name + '.safetensors')
     try:
         write_policy_file(run.path_policy, run.policy_name, model, policy_iter)
     except Exception as exc:
         cause = f'{type(exc).__name__}: {getattr(exc, "strerror", None) or exc}'
+        message = (
+            f'cannot write the policy file {path} ({cause}); the weights of iteration {policy_iter} were NOT published'
+        )
         if run.publish_error != cause:
-            logger.error(
-                f'learner task {run.task_id}: cannot write the policy file {path} ({cause}); the weights of '
-                f'iteration {policy_iter} were not published (collectors keep older weights). Further failures '
-                'with the same cause are not logged.'
-            )
+            logger.error(f'learner task {run.task_id}: {message}')
         run.publish_error = cause
+        if isinstance(exc, OSError):
+            run.storage_failed(message)
     else:
         if run.publish_error is not None:
             logger.warning(f'learner task {run.task_id}: policy file {path} written again (iteration {policy_iter})')

@@ -7,6 +7,7 @@ import threading
 
 import torch
 
+from ding.utils.atomic_file import STORAGE_REFUSAL
 from ding.utils.file_transport import SampleReader
 from tests.helpers.comm_collector import (
     close_task,
@@ -17,6 +18,7 @@ from tests.helpers.comm_collector import (
     ok,
     policy_path,
     publish,
+    run_task,
     run_to_finish,
     start_task,
 )
@@ -269,14 +271,18 @@ def test_failed_collection_fails_the_data_task(conn, workdir):
     assert wait_until(lambda: not _task_threads())
 
 
-def test_unwritable_data_directory_fails_the_data_task(conn, workdir):
+def test_unwritable_data_directory_fails_the_data_task_with_the_storage_flag(conn, workdir):
     (workdir / 'data').mkdir(exist_ok=True)
     (workdir / 'data' / 'not_a_dir').write_text('a file where the data directory should be')
     task = start_task('t1', workdir)
     task['task_info']['path_data'] = str(workdir / 'data' / 'not_a_dir')  # inside the worker's path_data
     ok(conn, task)
-    message = failed(conn, data_task('t1'))
-    assert 'collector task t1 failed' in message and 'writing samples failed' in message
+    result = run_task(conn, data_task('t1')).result
+    # the coordinator ends the run on this flag instead of handing the task to another collector
+    assert result.get(STORAGE_REFUSAL) is True
+    message = result['message']
+    assert f'collector task t1: cannot write a sample file in {workdir / "data" / "not_a_dir"} (' in message
+    assert 'samples were NOT saved' in message
     assert wait_until(lambda: not _task_threads())
 
 

@@ -1,11 +1,13 @@
 """The learner's policy publishing on real files: a policy directory that cannot be written is reported once,
-naming the path and the iteration not published, and writing again is reported when it works again."""
+naming the path and the iteration not published, and ends the learner task with the storage flag (the coordinator
+then ends the run); writing again is reported when it works again."""
 
 import logging
 import os
 
 import torch
 
+from ding.utils.atomic_file import STORAGE_REFUSAL
 from ding.utils.file_transport import load_policy
 from ding.worker.learner import BaseLearner
 from ding.worker.learner.comm.learner_run import LearnerRun
@@ -13,7 +15,7 @@ from ding.worker.learner.comm.policy_publisher import write_run_policy
 from tests.helpers.learner_policies import learner_cfg, make_policy
 
 
-def test_unwritable_policy_directory_is_logged_once_then_recovery_is_logged(tmp_path, caplog, monkeypatch):
+def test_unwritable_policy_directory_is_logged_once_and_ends_the_task(tmp_path, caplog, monkeypatch):
     monkeypatch.chdir(tmp_path)
     learner = BaseLearner(learner_cfg(), make_policy())
     try:
@@ -29,8 +31,10 @@ def test_unwritable_policy_directory_is_logged_once_then_recovery_is_logged(tmp_
         errors = [r for r in caplog.records if r.levelno == logging.ERROR]
         assert len(errors) == 1, caplog.text
         assert os.path.join(str(blocker), 'sub', 'policy_learner0.safetensors') in errors[0].getMessage()
-        assert 'iteration 0 were not published' in errors[0].getMessage()
+        assert 'iteration 0 were NOT published' in errors[0].getMessage()
         assert run.published.is_set()
+        assert run.refusal() == {STORAGE_REFUSAL: True} and 'iteration 0 were NOT published' in run.storage_error
+        assert 'iteration 0 were NOT published' in run.ended_message('learner_learn_task')
 
         run.path_policy = str(tmp_path / 'policy_ok')
         with caplog.at_level(logging.INFO, logger='test_policy_publisher'):

@@ -1,0 +1,76 @@
+"""A parallel run whose learner cannot write a checkpoint or its policy file, or whose collector cannot write a
+sample file, ends with one line naming the path and what was not saved (exit 1), like the serial pipeline, instead
+of the coordinator retrying the task.
+
+The faults are real and hold against root too (chmod does not): a regular file where the directory should be."""
+
+import os
+
+import pytest
+
+from tests.helpers.parallel_run import EXP, ParallelRun, write_config
+from tests.helpers.processes import worker_pids
+
+
+def _run_until_it_ends(tmp_path, block_before=None, block_during=None) -> str:
+    """A parallel CartPole run (never solved, a checkpoint every 50 iterations) with ``block_before(exp_dir)`` done
+    before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint; asserts it ends with exit 1, without a retry,
+    and leaves no worker; returns its output."""
+    cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000, learner_hook=dict(save_ckpt_after_iter=50))
+    exp_dir = tmp_path / EXP
+    exp_dir.mkdir()
+    if block_before is not None:
+        block_before(exp_dir)
+    run = ParallelRun(str(tmp_path), cfg)
+    try:
+        if block_during is not None:
+            ckpt = exp_dir / 'ckpt_learner0'
+            run.wait_for(lambda: any(ckpt.glob('iteration_*.safetensors')), 120, 'a learner checkpoint')
+            block_during(exp_dir)
+        run.proc.wait(180)
+    finally:
+        run.stop()
+    output = run.output()
+    assert run.proc.returncode == 1, output[-3000:]
+    assert worker_pids(str(tmp_path)) == []
+    assert 'reassigning' not in output, output[-3000:]  # not retried
+    return output
+
+
+@pytest.mark.slow
+def test_a_checkpoint_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path):
+    output = _run_until_it_ends(tmp_path, block_before=lambda exp: (exp / 'ckpt_learner0').write_text('not a dir'))
+    last = output.strip().splitlines()[-1]
+    assert last.startswith('ding: error: the run ended: learner task'), output[-3000:]
+    assert os.path.join('ckpt_learner0', 'iteration_50.safetensors') in last
+    assert 'iteration 50 was NOT saved' in last
+    assert last.endswith(f'; ./{EXP}/ckpt_learner0 is not a directory: no checkpoint there'), last
+
+
+def _block_policy_directory(exp_dir) -> None:
+    (exp_dir / 'policy').rename(exp_dir / 'policy.moved')
+    (exp_dir / 'policy').write_text('a file where the policy directory should be')
+
+
+@pytest.mark.slow
+def test_a_policy_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path):
+    output = _run_until_it_ends(tmp_path, block_during=_block_policy_directory)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith('ding: error: the run ended: learner task'), output[-3000:]
+    assert 'cannot write the policy file' in last and os.path.join(EXP, 'policy', 'policy_learner') in last
+    assert 'were NOT published' in last
+    # the checkpoints written before the fault are named: they are what --resume auto continues from
+    assert f'checkpoint written by this run: ./{EXP}/ckpt_learner0/' in last, last
+
+
+def _block_data_directory(exp_dir) -> None:
+    (exp_dir / 'data').rename(exp_dir / 'data.moved')
+    (exp_dir / 'data').write_text('a file where the sample directory should be')
+
+
+@pytest.mark.slow
+def test_a_sample_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path):
+    output = _run_until_it_ends(tmp_path, block_during=_block_data_directory)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith('ding: error: the run ended: collector task'), output[-3000:]
+    assert f'cannot write a sample file in {tmp_path / EXP / "data"} (' in last and 'samples were NOT saved' in last
