@@ -49,6 +49,8 @@ EXIT_CONFIG_ERROR = 2
 WARM_TORCH_THREADS = 1
 # How often a worker checks that the pipeline that launched it still exists.
 PARENT_CHECK_SECONDS = 1.0
+# Longest a worker spends closing once the pipeline that launched it is gone (ding.entry.lifeline).
+ORPHAN_CLOSE_SECONDS = 10
 
 
 def load_parallel_config(path: str) -> EasyDict:
@@ -159,6 +161,13 @@ def write_ready_file(path: str, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def bound_orphan_close() -> None:
+    """A worker whose pipeline is gone closes gracefully (a learner saves its checkpoint) for at most
+    ``ORPHAN_CLOSE_SECONDS``; then SIGALRM, left to its default action, ends the process."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(ORPHAN_CLOSE_SECONDS)
+
+
 def run_worker(
     role: str,
     name: str,
@@ -183,6 +192,8 @@ def run_worker(
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: Any) -> None:
+        if os.getppid() != parent:  # the pipeline died (its parent-death SIGTERM): nobody waits for this close
+            bound_orphan_close()
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -220,6 +231,7 @@ def run_worker(
         while not stop.wait(PARENT_CHECK_SECONDS):
             if os.getppid() != parent:
                 print(f'ding parallel worker {name}: the pipeline is gone, stopping', file=sys.stderr, flush=True)
+                bound_orphan_close()
                 break
         return 0
     except Exception as exc:
