@@ -117,18 +117,18 @@ def test_sigterm_in_process_stops_the_actors_and_writes_the_interrupt_checkpoint
 
 
 class FailingModel(IMPALAVAC):
-    """Acts normally for a few steps, then fails (only actor threads call ``step`` with eval off)."""
+    """Acts normally for a few steps, then fails (only actor threads call ``act``)."""
 
     def __init__(self, *args, fail_after: int = 5, **kwargs):
         super().__init__(*args, **kwargs)
         self.calls = 0
         self.fail_after = fail_after
 
-    def step(self, obs, state, first):
+    def act(self, obs, state, first):
         self.calls += 1
         if self.calls > self.fail_after:
             raise FloatingPointError('actor model failed on purpose')
-        return super().step(obs, state, first)
+        return super().act(obs, state, first)
 
 
 def test_an_actor_failure_stops_the_run_and_is_raised_with_its_traceback(capsys):
@@ -142,7 +142,7 @@ def test_an_actor_failure_stops_the_run_and_is_raised_with_its_traceback(capsys)
     while tb is not None:
         names.append(tb.tb_frame.f_code.co_name)
         tb = tb.tb_next
-    assert 'actor_step' in names and names[-1] == 'step'
+    assert 'actor_step' in names and names[-1] == 'act'
     assert 'not solved (error: ActorError)' in _summary(capsys.readouterr().err)
 
 
