@@ -16,7 +16,7 @@ ASYNC_ACTOR_DEFAULTS: dict[str, Any] = dict(
     # env steps per actor cycle (the T of a trajectory)
     unroll_len=20,
     # trajectories waiting for the learner; a full queue makes the actors wait (or drop, see drop_when_full)
-    trajectory_queue_size=16,
+    trajectory_queue_size=2,
     # weight copies staged for the actors: 1 (the newest only) or 2
     staging_queue_size=1,
     # how many times the learner may train on the newest batch while no new trajectories are waiting

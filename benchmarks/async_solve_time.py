@@ -1,0 +1,85 @@
+"""Time to solve CartPole (eval return mean >= 195): async IMPALA / APPO against today's serial PPO, seeds 0-2.
+
+Each run is a fresh ``ding`` process in a temporary directory; the table gives the wall time of the summary
+line (from the pipeline's start) and of the whole process, and the env steps used.
+
+    python benchmarks/async_solve_time.py [--seeds 0 1 2] [--runs impala appo ppo] [--timeout 300]
+
+Target (issue 12): IMPALA async <= 0.7x the wall time of serial PPO in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config')
+RUNS = {
+    'impala': ('async', 'cartpole_impala_config.py'),
+    'appo': ('async', 'cartpole_appo_config.py'),
+    'ppo': ('serial_onpolicy', 'cartpole_ppo_config.py'),
+}
+SUMMARY = re.compile(
+    r'\[ding\] \S+: (?P<status>SOLVED|not solved[^|]*) \|.*env steps (?P<steps>\d+) \|.*wall (?P<wall>[\d.]+)s'
+)
+
+
+def solve(run: str, seed: int, timeout: float) -> tuple[bool, float, float, int]:
+    """(solved, pipeline wall s, process wall s, env steps) of one run."""
+    mode, config = RUNS[run]
+    workdir = tempfile.mkdtemp(prefix=f'ding_solve_{run}_')
+    env = dict(os.environ, DING_PROGRESS='0', PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, '-m', 'ding.entry.cli', '-m', mode, '-c', os.path.join(CONFIGS, config), '-s', str(seed)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False, timeout, timeout, 0
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    process_wall = time.perf_counter() - start
+    matches = list(SUMMARY.finditer(proc.stderr))
+    if not matches:
+        raise RuntimeError(f'{run} seed {seed}: no summary line (exit {proc.returncode}):\n{proc.stderr[-2000:]}')
+    last = matches[-1]  # the pipeline's own summary line
+    return last['status'] == 'SOLVED', float(last['wall']), process_wall, int(last['steps'])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--runs', nargs='+', default=list(RUNS), choices=list(RUNS))
+    parser.add_argument('--timeout', type=float, default=300.0)
+    args = parser.parse_args()
+    rows, means = [], {}
+    for seed in args.seeds:  # interleaved, so that load changes hit every run alike
+        for run in args.runs:
+            rows.append((run, seed, *solve(run, seed, args.timeout)))
+    print(f'{"run":<8} {"seed":>4} {"solved":>7} {"pipeline wall s":>16} {"process wall s":>15} {"env steps":>10}')
+    for run, seed, solved, wall, process_wall, steps in rows:
+        print(f'{run:<8} {seed:>4} {str(solved):>7} {wall:>16.1f} {process_wall:>15.1f} {steps:>10}')
+    for run in args.runs:
+        means[run] = statistics.mean(r[3] for r in rows if r[0] == run)
+        print(f'{run}: mean pipeline wall {means[run]:.1f} s')
+    if 'ppo' in means:
+        for run in args.runs:
+            if run != 'ppo':
+                print(f'{run} / serial ppo: {means[run] / means["ppo"]:.2f}x (target for impala: <= 0.7x)')
+
+
+if __name__ == '__main__':
+    main()
