@@ -6,7 +6,8 @@ Rows, each measured for ``--seconds`` after a warm-up:
 - serial PPO collector (CartPole): today's ``cartpole_ppo_config`` ``SampleSerialCollector`` (8 envs) collecting only,
   and the serial on-policy loop (collect 256 steps, train on them; no evaluation);
 - async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with double buffering on / off
-  and staging queue 1 / 2, evaluation off; env steps/s over the run's training part and the mean policy lag.
+  and staging queue 1 / 2, one unroll of each actor per learner batch, evaluation off; env steps/s over the
+  run's training part and the mean policy lag.
 
     python benchmarks/async_throughput.py [--seconds 20] [--envs cartpole pong] [--skip-async]
 
@@ -117,6 +118,9 @@ def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> 
     cfg.exp_name = f'bench_{name}_db{int(double_buffer)}_st{staging}'
     cfg.policy.eval.evaluator.eval_freq = 0
     cfg.policy.async_actor.update(env_per_actor=ENVS[name][1], double_buffer=double_buffer, staging_queue_size=staging)
+    # One unroll of each actor per update: a policy version per round of the actors (with one unroll per
+    # update the learner, the slower side here, counts a version per unroll and the lag doubles).
+    cfg.policy.learn.batch_size = ACTORS
     parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
     feed, result = parts.feed, {}
 
