@@ -104,3 +104,20 @@ def train_on_cue_recall(policy: Any, updates: int, num_envs: int = 32, unroll_le
             successes += float(batch['reward'].sum())
             episodes += int(batch['done'].sum())
     return successes / max(episodes, 1)
+
+
+def cue_recall_policy(policy_cls: Any, lstm_hidden_size: int | None = None, **learn: Any) -> Any:
+    """A small ``impala_vac`` policy of ``policy_cls`` (IMPALA, APPO) sized for the cue-recall task."""
+    cfg = dict(
+        type=policy_cls.config['type'],
+        model=dict(
+            obs_shape=2,
+            action_shape=2,
+            encoder_hidden_size_list=[32],
+            lstm_hidden_size=lstm_hidden_size,
+            actor_head_hidden_size=32,
+            critic_head_hidden_size=32,
+        ),
+        learn=dict(learning_rate=0.003, discount_factor=0.9, **learn),
+    )
+    return policy_cls(cfg)

@@ -2,23 +2,11 @@ import pytest
 import torch
 
 from ding.policy import APPOPolicy
-from tests.helpers.unrolls import CueRecall, UnrollCollector, train_on_cue_recall
+from tests.helpers.unrolls import CueRecall, UnrollCollector, cue_recall_policy, train_on_cue_recall
 
 
 def make_policy(lstm_hidden_size=None, **learn):
-    cfg = dict(
-        type='appo',
-        model=dict(
-            obs_shape=2,
-            action_shape=2,
-            encoder_hidden_size_list=[32],
-            lstm_hidden_size=lstm_hidden_size,
-            actor_head_hidden_size=32,
-            critic_head_hidden_size=32,
-        ),
-        learn=dict(learning_rate=0.003, discount_factor=0.9, **learn),
-    )
-    return APPOPolicy(cfg)
+    return cue_recall_policy(APPOPolicy, lstm_hidden_size, **learn)
 
 
 @pytest.mark.parametrize('advantage_type', ['vtrace', 'gae'])
