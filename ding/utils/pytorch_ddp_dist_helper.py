@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterable
 from datetime import timedelta
 from types import TracebackType
-from typing import Literal
 from urllib.parse import urlsplit
 
 import torch
@@ -239,8 +238,9 @@ def all_ranks(flag: bool) -> bool:
     return _flag_reduce(flag, dist.ReduceOp.MIN) if get_world_size() > 1 else bool(flag)
 
 
-def allreduce_data(data: dict[str, float], op: Literal['sum', 'mean', 'max', 'min'] = 'sum') -> dict[str, float]:
-    """``data`` reduced over the ranks key by key (one all-reduce); every rank must pass the same keys."""
+def allreduce_data(data: dict[str, float], op: str = 'sum') -> dict[str, float]:
+    """``data`` reduced over the ranks key by key with ``op`` (``sum``, ``mean``, ``max`` or ``min``) in one
+    all-reduce; every rank must pass the same keys."""
     if op not in REDUCE_OPS:
         raise ValueError(f'allreduce_data: op must be one of {REDUCE_OPS}, got {op!r}')
     world_size = get_world_size()
