@@ -19,7 +19,6 @@ import torch.distributed as dist
 
 BACKENDS = ('gloo', 'nccl')
 REDUCE_OPS = ('sum', 'mean', 'max', 'min')
-ENV_KEYS = ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE')
 
 
 # ---- who am I -----------------------------------------------------------------------------------
@@ -81,8 +80,8 @@ def dist_init(
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f'dist_init: timeout must be a number of seconds > 0, got {timeout!r}')
     if init_method is None:
-        missing = [k for k in ENV_KEYS if k not in os.environ and not (k == 'RANK' and rank is not None)]
-        missing = [k for k in missing if not (k == 'WORLD_SIZE' and world_size is not None)]
+        needed = ['MASTER_ADDR', 'MASTER_PORT'] + ['RANK'] * (rank is None) + ['WORLD_SIZE'] * (world_size is None)
+        missing = [k for k in needed if k not in os.environ]
         if missing:
             raise ValueError(f'dist_init: init_method=None (env://) needs the environment variable(s) {missing}')
         rank = _int_field(os.environ['RANK'] if rank is None else rank, 'rank')
