@@ -3,7 +3,9 @@ processes on 127.0.0.1 (gloo), started once for the module and checked by severa
 
 import pytest
 import torch
+import torch.distributed as dist
 
+from ding.config.parallel import find_free_port
 from ding.utils.pytorch_ddp_dist_helper import (
     DDPContext,
     all_ranks,
@@ -66,6 +68,17 @@ def test_env_init_names_the_missing_variables(monkeypatch):
     monkeypatch.setenv('MASTER_PORT', 'abc')
     with pytest.raises(ValueError, match='MASTER_PORT must be an int'):
         dist_init(rank=0, world_size=1)
+
+
+def test_env_init_joins_as_torchrun_would_and_the_context_leaves(monkeypatch):
+    monkeypatch.setenv('MASTER_ADDR', '127.0.0.1')
+    monkeypatch.setenv('MASTER_PORT', str(find_free_port()))
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setenv('WORLD_SIZE', '1')
+    with DDPContext(timeout=10) as ctx:
+        assert (ctx.rank, ctx.world_size) == (0, 1)
+        assert dist.is_initialized() and dist.get_backend() == 'gloo'
+    assert not dist.is_initialized()
 
 
 def test_sync_gradients_refuses_a_negative_or_non_finite_weight():
