@@ -187,7 +187,9 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     With ``weight`` = the number of samples in this rank's batch and a loss that is the mean over the batch,
     the result is the gradient of the mean loss over the union of the batches. One flat all-reduce carries the
     gradients and the weight. A parameter without a gradient counts as zeros (and gets a zero gradient); a
-    rank with ``weight=0`` contributes nothing. If every weight is 0 the gradients become zeros.
+    rank with ``weight=0`` contributes nothing (not even NaNs). A non-finite gradient on a rank with a weight
+    makes every rank's gradients non-finite, so a NaN guard skips the step on every rank together. If every
+    weight is 0 the gradients become zeros.
     """
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
         raise ValueError(f'sync_gradients: weight must be a finite number >= 0, got {weight!r}')
@@ -207,7 +209,10 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     weight_cell = torch.tensor([float(weight)], dtype=dtype, device=device)
     flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [weight_cell])
     values = flat[:-1]
-    values.mul_(float(weight))
+    if weight == 0:
+        values.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+    else:
+        values.mul_(float(weight))
     dist.all_reduce(flat)
     total = float(flat[-1])
     if total > 0:

@@ -120,10 +120,14 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
             layer.bias.grad = torch.ones_like(layer.bias)
         sync_gradients(layer.parameters(), weight=1.0 + 2.0 * rank)
         result['weighted'] = [layer.weight.grad.tolist(), layer.bias.grad.tolist()]
-        # A rank with weight 0 (an empty batch) contributes nothing: rank 0's gradients win.
-        layer.weight.grad = torch.full_like(layer.weight, 7.0 if rank == 0 else 100.0)
+        # A rank with weight 0 (an empty batch, whose mean loss is NaN) contributes nothing: rank 0's gradients win.
+        layer.weight.grad = torch.full_like(layer.weight, 7.0 if rank == 0 else float('nan'))
         sync_gradients(layer.parameters(), weight=0.0 if rank == 1 else 32)
         result['weight_0'] = layer.weight.grad.tolist()
+        # A NaN on a weighted rank reaches every rank: a NaN guard then skips the step everywhere together.
+        layer.weight.grad = torch.full_like(layer.weight, 1.0 if rank == 0 else float('inf'))
+        sync_gradients(layer.parameters(), weight=1.0)
+        result['non_finite_everywhere'] = not bool(torch.isfinite(layer.weight.grad).any())
         sync_gradients(layer.parameters(), weight=0.0)
         result['all_0'] = layer.weight.grad.tolist()
 
@@ -160,6 +164,7 @@ def test_sync_gradients_is_a_weighted_mean_where_weight_0_contributes_nothing(ra
         assert res['weighted'] == [[[3.25, 3.25]], [0.25]]
         assert res['weight_0'] == [[7.0, 7.0]]
         assert res['all_0'] == [[0.0, 0.0]]
+        assert res['non_finite_everywhere']
 
 
 def test_flags_and_data_reductions(ranks):
