@@ -1,5 +1,5 @@
 """Data-parallel policies: two rank processes, each training on half of a batch, end with the same parameters
-as one process training on the whole batch (DQN, PPO, IMPALA, APPO), and start from rank 0's weights."""
+as one process training on the whole batch (DQN, PPO, A2C, IMPALA, APPO), and start from rank 0's weights."""
 
 from collections.abc import Callable
 from typing import Any
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from ding.policy import APPOPolicy, DQNPolicy, IMPALAPolicy, PPOPolicy
+from ding.policy import A2CPolicy, APPOPolicy, DQNPolicy, IMPALAPolicy, PPOPolicy
 from ding.utils.pytorch_ddp_dist_helper import DDPContext
 from tests.helpers.dist_ranks import run_ranks, write_result
 from tests.helpers.unrolls import CueRecall, UnrollCollector, cue_recall_policy
@@ -33,6 +33,7 @@ PPO_CFG = dict(
     ),  # fmt: skip
     learn=dict(epoch_per_collect=2, batch_size=JOINT, learning_rate=0.01, adv_norm=False, value_norm=False),
 )
+A2C_CFG = dict(type='a2c', model=PPO_CFG['model'], learn=dict(batch_size=JOINT, learning_rate=0.01, adv_norm=False))
 
 
 def with_learn(cfg: dict, **learn) -> dict:
@@ -90,6 +91,7 @@ def columns(batch: dict[str, Any], rank: int) -> dict[str, Any]:
 ALGOS: dict[str, tuple[Callable[[int], Any], Callable[[], Any], Callable[[Any, int], Any]]] = {
     'dqn': (lambda share: DQNPolicy(with_learn(DQN_CFG, batch_size=share)), dqn_batch, rows),
     'ppo': (lambda share: PPOPolicy(with_learn(PPO_CFG, batch_size=share)), ppo_batch, rows),
+    'a2c': (lambda share: A2CPolicy(with_learn(A2C_CFG, batch_size=share)), ppo_batch, rows),
     'impala': (lambda share: cue_recall_policy(IMPALAPolicy), unroll_batch, columns),
     'appo': (lambda share: cue_recall_policy(APPOPolicy, adv_norm=False), unroll_batch, columns),
 }
