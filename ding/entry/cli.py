@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from functools import partial
 
 from ding import __version__
 from ding.config import ConfigError, read_config
@@ -15,9 +16,12 @@ from ding.utils.builtin import import_builtin_components
 from ding.utils.registry import REGISTRIES
 
 from .ctl import main as ctl_main
+from .lifeline import die_with_launcher
+from .rank_launcher import launch_ranks
 from .startup import limit_openmp_threads
 
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async')
+RANK_MODES = ('serial', 'serial_onpolicy', 'async')  # the modes that run on several ranks (--nproc, torchrun)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue a run from a checkpoint: 'auto' = the newest valid one of ./EXP_NAME/ckpt/ "
         "(fresh start if none), 'never' = start fresh, or a checkpoint path "
         "(default: the config's top-level 'resume' key, else 'never')",
+    )
+    p.add_argument(
+        '--nproc',
+        type=int,
+        default=1,
+        help='serial / serial_onpolicy / async: run on N rank processes that average their gradients '
+        "(docs/distributed.md); under torchrun (RANK and WORLD_SIZE set) the ranks are torchrun's",
+    )
+    p.add_argument(
+        '--max-restarts',
+        type=int,
+        default=3,
+        help='--nproc: restart the ranks from the newest checkpoint at most this many times after one dies',
+    )
+    p.add_argument(
+        '--min-nproc', type=int, help='--nproc: each restart drops one rank, down to this many (default: --nproc)'
     )
     p.add_argument('-v', '--version', action='version', version=f'ding {__version__}')
     p.add_argument(
@@ -99,15 +119,28 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
 
     seeds = args.seed or [0]
+    problem = _check_rank_args(args)
+    if problem:
+        return _fail(problem)
     if args.resume is not None:
         if args.mode == 'eval':
             return _fail('--resume applies to training modes; -m eval takes --load-path')
         if len(seeds) > 1 and args.resume not in ('auto', 'never'):
             return _fail('--resume PATH continues one run; with several seeds use --resume auto')
+    in_group = int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 and 'RANK' in os.environ
+    if in_group and args.mode in RANK_MODES:
+        return _run_as_rank(args, main_cfg, create_cfg, system_cfg, seeds)
     for seed in seeds:
         cfg = main_cfg
         exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
         cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+        if args.nproc > 1:
+            code = launch_ranks(
+                partial(_rank_argv, args, seed, cfg.exp_name), args.nproc, args.max_restarts, args.min_nproc
+            )
+            if code:
+                return code
+            continue
         started = time.time()
         try:
             code = _run_one(args, cfg, create_cfg, system_cfg, seed)
@@ -120,6 +153,49 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         if code:
             return code
+    return 0
+
+
+def _check_rank_args(args: argparse.Namespace) -> str | None:
+    if args.nproc < 1:
+        return f'--nproc must be >= 1, got {args.nproc}'
+    if args.nproc > 1 and args.mode not in RANK_MODES:
+        return f'--nproc runs -m {{{",".join(RANK_MODES)}}} on several ranks, not -m {args.mode}'
+    if args.max_restarts < 0:
+        return f'--max-restarts must be >= 0, got {args.max_restarts}'
+    if args.min_nproc is not None and not 1 <= args.min_nproc <= args.nproc:
+        return f'--min-nproc must be between 1 and --nproc ({args.nproc}), got {args.min_nproc}'
+    return None
+
+
+def _rank_argv(args: argparse.Namespace, seed: int, exp_name: str, run_dir: str | None, resume: str | None) -> list:
+    """The ``ding`` arguments of every rank of ``ding --nproc``: one seed, its run directory; on a restart the
+    directory rank 0 used and the checkpoint to resume from."""
+    argv = ['-m', args.mode, '-c', args.config, '-s', str(seed), '--exp-name', run_dir or exp_name]
+    argv += ['--train-iter', str(args.train_iter), '--env-step', str(args.env_step)]
+    resume = resume if resume is not None else args.resume
+    return argv + (['--resume', resume] if resume is not None else [])
+
+
+def _run_as_rank(args: argparse.Namespace, main_cfg, create_cfg, system_cfg, seeds: list[int]) -> int:
+    """One rank of a run on several processes (started by ``ding --nproc`` or torchrun): join the group, run."""
+    die_with_launcher()  # started by `ding --nproc`: end with it (nothing happens under torchrun)
+    limit_openmp_threads()
+    from .rank_group import join_rank_group_from_environment, leave_rank_group  # deferred: imports torch
+
+    join_rank_group_from_environment(bool((main_cfg.get('policy') or {}).get('cuda')))
+    try:
+        for seed in seeds:
+            exp_name = args.exp_name or main_cfg.get('exp_name', 'default_experiment')
+            main_cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+            try:
+                _run_one(args, main_cfg, create_cfg, system_cfg, seed)
+            except ConfigError as exc:
+                return _fail(str(exc))
+            except KeyboardInterrupt:
+                return 130
+    finally:
+        leave_rank_group()
     return 0
 
 
