@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -193,7 +194,9 @@ def start_rank_run(parts: Any) -> None:
     """With several ranks: say so in rank 0's log, and keep ``ding --nproc`` told of rank 0's iteration."""
     ranks, learner = parts.ranks, parts.learner
     if ranks.several and ranks.is_main:
-        learner.info(ranks.describe(parts.cfg.exp_name))
+        line = f'[ding] {ranks.describe(parts.cfg.exp_name)}'
+        print(line, file=sys.stderr, flush=True)
+        learner.logger.info(line)
     if ranks.is_main:
         parts.rank_progress = RankProgressFile.from_environment()
         if parts.rank_progress is not None:

@@ -113,6 +113,12 @@ class RankGroup:
             return int(value)
         return int(round(allreduce_data({'value': float(value)}, 'sum')['value']))
 
+    def smallest(self, value: int) -> int:
+        """The smallest ``value`` over the ranks (e.g. a rollout length every rank can train on)."""
+        if not self.several:
+            return int(value)
+        return int(allreduce_data({'value': float(value)}, 'min')['value'])
+
     def share_texts(self, *texts: str) -> list[str]:
         """Rank 0's ``texts`` on every rank (e.g. the run directory it chose, the checkpoint it resumes from)."""
         if not self.several:
