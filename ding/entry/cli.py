@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 
 from ding import __version__
@@ -128,32 +129,49 @@ def main(argv: list[str] | None = None) -> int:
         if len(seeds) > 1 and args.resume not in ('auto', 'never'):
             return _fail('--resume PATH continues one run; with several seeds use --resume auto')
     in_group = int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 and 'RANK' in os.environ
-    if in_group and args.mode in RANK_MODES:
-        return _run_as_rank(args, main_cfg, create_cfg, system_cfg, seeds)
-    for seed in seeds:
-        cfg = main_cfg
-        exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
-        cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
-        if args.nproc > 1:
-            code = launch_ranks(
-                partial(_rank_argv, args, seed, cfg.exp_name), args.nproc, args.max_restarts, args.min_nproc
-            )
+    in_group = in_group and args.mode in RANK_MODES  # started by `ding --nproc` or torchrun: one rank of them
+    if in_group:
+        leave_group = _join_rank_group(main_cfg)
+    try:
+        for seed in seeds:
+            cfg = main_cfg
+            exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
+            cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+            if args.nproc > 1 and not in_group:
+                code = launch_ranks(
+                    partial(_rank_argv, args, seed, cfg.exp_name), args.nproc, args.max_restarts, args.min_nproc
+                )
+            else:
+                code = _run_seed(args, cfg, create_cfg, system_cfg, seed)
             if code:
                 return code
-            continue
-        started = time.time()
-        try:
-            code = _run_one(args, cfg, create_cfg, system_cfg, seed)
-        except ConfigError as exc:
-            return _fail(str(exc))
-        except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
-            return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}', 1)
-        except KeyboardInterrupt:
-            print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
-            return 130
-        if code:
-            return code
+    finally:
+        if in_group:
+            leave_group()
     return 0
+
+
+def _run_seed(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> int | None:
+    """Run one seed in this process; the exit code when it failed (the message printed), else None."""
+    started = time.time()
+    talks = os.environ.get('RANK', '0') == '0'  # with several ranks, rank 0 speaks for the run
+    try:
+        return _run_one(args, cfg, create_cfg, system_cfg, seed)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
+        return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}' if talks else str(exc), 1)
+    except KeyboardInterrupt:
+        if talks:
+            print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if talks:
+            raise
+        # Another rank: mostly a collective broken by rank 0 leaving (Ctrl-C, a failure it reports itself).
+        return _fail(
+            f'rank {os.environ.get("RANK")}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ""}', 1
+        )
 
 
 def _check_rank_args(args: argparse.Namespace) -> str | None:
@@ -177,26 +195,15 @@ def _rank_argv(args: argparse.Namespace, seed: int, exp_name: str, run_dir: str 
     return argv + (['--resume', resume] if resume is not None else [])
 
 
-def _run_as_rank(args: argparse.Namespace, main_cfg, create_cfg, system_cfg, seeds: list[int]) -> int:
-    """One rank of a run on several processes (started by ``ding --nproc`` or torchrun): join the group, run."""
+def _join_rank_group(main_cfg) -> Callable[[], None]:
+    """This process is one rank of several (started by ``ding --nproc`` or torchrun): join their group; returns
+    the function that leaves it."""
     die_with_launcher()  # started by `ding --nproc`: end with it (nothing happens under torchrun)
     limit_openmp_threads()
     from .rank_group import join_rank_group_from_environment, leave_rank_group  # deferred: imports torch
 
     join_rank_group_from_environment(bool((main_cfg.get('policy') or {}).get('cuda')))
-    try:
-        for seed in seeds:
-            exp_name = args.exp_name or main_cfg.get('exp_name', 'default_experiment')
-            main_cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
-            try:
-                _run_one(args, main_cfg, create_cfg, system_cfg, seed)
-            except ConfigError as exc:
-                return _fail(str(exc))
-            except KeyboardInterrupt:
-                return 130
-    finally:
-        leave_rank_group()
-    return 0
+    return leave_rank_group
 
 
 def checkpoint_summary(exp_name: str, started: float) -> str:

@@ -141,6 +141,19 @@ class RankProcesses:
                 except ProcessLookupError:
                     pass
 
+    def interrupt(self, sig: int, grace_s: float) -> None:
+        """Ctrl-C / SIGTERM: ``sig`` to rank 0 alone, which writes its interrupt checkpoint once its current
+        collective is done (sent to every rank, one of them could leave first and turn rank 0's collective into an
+        error instead); the others, blocked in their next collective or failed, are stopped afterwards."""
+        main = self.procs[0]
+        if main.poll() is None:
+            main.send_signal(sig)
+            try:
+                main.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop(signal.SIGTERM, grace_s)
+
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 10.0) -> None:
         """Send ``sig`` to the ranks still running, wait up to ``grace_s``, then kill the rest."""
         self.signal_all(sig)
@@ -208,7 +221,7 @@ def launch_ranks(
             if signals.received is not None:
                 name = signal.Signals(signals.received).name
                 say(f'{name}: stopping the {nproc} ranks')
-                group.stop(signals.received, grace_s)
+                group.interrupt(signals.received, grace_s)
                 return 130 if signals.received == signal.SIGINT else 128 + signals.received
             if failure is None:
                 return 0
