@@ -319,7 +319,7 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
         reason = f'error: {type(exc).__name__}'
         raise
     finally:
-        finish_run(parts, solved, reason)  # type: ignore[arg-type]  # AsyncParts has every field it reads
+        finish_run(parts, solved, reason)
 
 
 def async_pipeline(

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = main_cfg
             exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
             cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+            code: int | None
             if args.nproc > 1 and not in_group:
                 code = launch_ranks(
                     partial(_rank_argv, args, seed, cfg.exp_name), args.nproc, args.max_restarts, args.min_nproc
