@@ -255,7 +255,8 @@ def _supervise(group: RankProcesses, signals: _Signals, grace_s: float, poll_s: 
             stuck = [rank for rank, p in enumerate(group.procs) if p.poll() is None]
             say(f'rank(s) {stuck} still running long after the others finished; stopping them')
             group.stop(signal.SIGTERM, grace_s)
-            return Failure(stuck[0], 1) if stuck else None
+            # Rank 0 done: the run is (its summary, checkpoints); else the run did not finish.
+            return Failure(0, 1) if 0 in stuck else None
         time.sleep(poll_s)
     return None
 
