@@ -10,8 +10,8 @@ import time
 class RunProgress:
     """A tqdm bar over env steps showing iterations, the last eval return and the rate.
 
-    Disabled with ``DING_PROGRESS=0`` or ``enabled=False`` (ranks other than 0); updates are rate-limited by tqdm (``mininterval``) so
-    calling :meth:`update` once per collect costs next to nothing.
+    Disabled with ``DING_PROGRESS=0`` or ``enabled=False`` (ranks other than 0); updates are rate-limited by
+    tqdm (``mininterval``) so calling :meth:`update` once per collect costs next to nothing.
     """
 
     def __init__(self, exp_name: str, max_env_step: int | None = None, enabled: bool = True) -> None:
