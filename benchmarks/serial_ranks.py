@@ -82,10 +82,10 @@ def main() -> None:
     print('-' * len(header))
     for nproc in args.nprocs:
         sel = [r for r in rows if r['nproc'] == nproc]
+        medians = {k: statistics.median(r[k] for r in sel) for k in ('wall', 'loop', 'iters', 'steps')}
         print(
-            f'nproc {nproc} median: wall {statistics.median(r["wall"] for r in sel):.2f}s, loop '
-            f'{statistics.median(r["loop"] for r in sel):.2f}s, iters {statistics.median(r["iters"] for r in sel):.0f}, '
-            f'env steps {statistics.median(r["steps"] for r in sel):.0f}, solved {sum(r["solved"] for r in sel)}/{len(sel)}'
+            f'nproc {nproc} median: wall {medians["wall"]:.2f}s, loop {medians["loop"]:.2f}s, iters '
+            f'{medians["iters"]:.0f}, env steps {medians["steps"]:.0f}, solved {sum(r["solved"] for r in sel)}/{len(sel)}'
         )
     print(f'load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores')
 

@@ -167,7 +167,8 @@ def killed_run(tmp_path_factory):
         'cartpole_dqn_config.py',
         **{
             'stop_value=195': 'stop_value=120',
-            'learning_rate=0.001,': f'learning_rate=0.001, learner=dict(hook=dict(save_ckpt_after_iter={CHECKPOINT_EVERY})),',
+            'learning_rate=0.001,': 'learning_rate=0.001, '
+            f'learner=dict(hook=dict(save_ckpt_after_iter={CHECKPOINT_EVERY})),',
         },
     )
     proc = start_ding(['-m', 'serial', '-c', config, '-s', '0', '--nproc', '2'], tmp_path)
