@@ -11,8 +11,10 @@ thread each.
   <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
 * **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
   ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``: samples trained per second with 1 rank
-  and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), the time per step in ``sync_gradients`` (the one
-  all-reduce plus flattening) and its share of the step.
+  and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), by wall clock and per rank CPU second (what the
+  ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
+  ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
+  call alone after a barrier (``--sync-repeats`` times), each with its share of the step.
 * **Assignment** (the lead's later section): duplicate-sample rate of random vs bins; see ``assignment_rows``.
 """
 
@@ -143,12 +145,11 @@ def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(args.batch, IN_DIM, generator=g), torch.randn(args.batch, OUT_DIM, generator=g)
-    sync_time = 0.0
-    start = 0.0
+    sync_time = start = cpu_start = 0.0
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             all_ranks(True)  # a barrier: every rank starts the clock together
-            start, sync_time = time.perf_counter(), 0.0
+            start, cpu_start, sync_time = time.perf_counter(), time.process_time(), 0.0
         optimizer.zero_grad(set_to_none=True)
         loss = (model(x) - y).pow(2).mean()
         loss.backward()
@@ -156,23 +157,41 @@ def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
         sync_gradients(model.parameters(), weight=args.batch)
         sync_time += time.perf_counter() - t
         optimizer.step()
-    elapsed = time.perf_counter() - start
-    return {'elapsed': elapsed, 'sync': sync_time}
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    # The all-reduce alone: after a barrier, so no rank waits for a slower one's backward.
+    alone = 0.0
+    for _ in range(args.sync_repeats):
+        all_ranks(True)
+        t = time.perf_counter()
+        sync_gradients(model.parameters(), weight=args.batch)
+        alone += time.perf_counter() - t
+    return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
 
 
 def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
-    rows = [(f'{LAYERS} x {HIDDEN} MLP, batch {args.batch} per rank, {args.steps} steps', 'value')]
-    base = 0.0
+    n_params = sum(p.numel() for p in mlp().parameters())
+    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.steps} steps',
+             'value')]  # fmt: skip
+    base = base_cpu = 0.0
     for world_size in (1, args.ranks):
         res = run_group(throughput_rank, world_size, args)
+        samples = world_size * args.batch * args.steps
         elapsed = max(r['elapsed'] for r in res)
-        rate = world_size * args.batch * args.steps / elapsed
-        sync_ms = 1e3 * sum(r['sync'] for r in res) / len(res) / args.steps
+        rate = samples / elapsed
+        # Per rank CPU second: what N ranks give when each has a core of its own (steadier on a busy machine).
+        cpu_rate = samples / (sum(r['cpu'] for r in res) / world_size)
         step_ms = 1e3 * elapsed / args.steps
-        base = base or rate
-        rows.append((f'{world_size} rank(s): samples/s', f'{rate:.0f} ({rate / base:.2f}x)'))
-        rows.append((f'{world_size} rank(s): step ms / sync_gradients ms (share)',
-                     f'{step_ms:.1f} / {sync_ms:.2f} ({100 * sync_ms / step_ms:.1f}%)'))  # fmt: skip
+        sync_ms = 1e3 * sum(r['sync'] for r in res) / world_size / args.steps
+        alone_ms = 1e3 * sum(r['alone'] for r in res) / world_size
+        base, base_cpu = base or rate, base_cpu or cpu_rate
+        rows += [
+            (f'{world_size} rank(s): samples/s, wall clock', f'{rate:.0f} ({rate / base:.2f}x)'),
+            (f'{world_size} rank(s): samples/s per rank CPU time', f'{cpu_rate:.0f} ({cpu_rate / base_cpu:.2f}x)'),
+            (f'{world_size} rank(s): step ms / sync_gradients ms in it (share)',
+             f'{step_ms:.1f} / {sync_ms:.2f} ({100 * sync_ms / step_ms:.1f}%)'),
+            (f'{world_size} rank(s): sync_gradients alone ms (share of step)',
+             f'{alone_ms:.2f} ({100 * alone_ms / step_ms:.1f}%)'),
+        ]  # fmt: skip
     return rows
 
 
@@ -201,6 +220,7 @@ def main() -> None:
     parser.add_argument('--batch', type=int, default=256, help='throughput: samples per rank per step')
     parser.add_argument('--steps', type=int, default=100, help='throughput: timed steps')
     parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
+    parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
     args = parser.parse_args()
     if args.joint_batch % args.ranks:
         parser.error('--joint-batch must be a multiple of --ranks')
