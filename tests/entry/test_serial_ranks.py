@@ -166,7 +166,7 @@ def killed_run(tmp_path_factory):
         tmp_path,
         'cartpole_dqn_config.py',
         **{
-            'stop_value=195': 'stop_value=120',
+            'stop_value=195': 'stop_value=80',
             'learning_rate=0.001,': 'learning_rate=0.001, '
             f'learner=dict(hook=dict(save_ckpt_after_iter={CHECKPOINT_EVERY})),',
         },
@@ -192,7 +192,7 @@ def test_a_killed_rank_restarts_the_group_from_the_newest_checkpoint(killed_run)
     restart = re.search(r'restart 1 of 3: starting 2 ranks from (\S+) \(iteration (\d+)\).*\((\d+) repeated\)', err)
     assert restart, err[-3000:]
     assert 0 <= int(restart.group(3)) <= CHECKPOINT_EVERY  # at most one checkpoint interval is done again
-    assert re.search(r'\[ding\] cartpole_dqn_seed0: SOLVED \| stop value 120 ', err), err[-3000:]
+    assert re.search(r'\[ding\] cartpole_dqn_seed0: SOLVED \| stop value 80 ', err), err[-3000:]
 
 
 @pytest.mark.slow
@@ -237,7 +237,7 @@ def test_ctrl_c_stops_every_rank(tmp_path):
 )
 def test_on_policy_and_async_runs_train_two_ranks_alike(tmp_path, mode, config, exp_name):
     proc = start_ding(
-        ['-m', mode, '-c', os.path.join(CARTPOLE, config), '--nproc', '2', '--train-iter', '16'], tmp_path
+        ['-m', mode, '-c', os.path.join(CARTPOLE, config), '--nproc', '2', '--train-iter', '8'], tmp_path
     )
     try:
         proc.wait(timeout=240)
