@@ -236,9 +236,7 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     ],
 )
 def test_on_policy_and_async_runs_train_two_ranks_alike(tmp_path, mode, config, exp_name):
-    proc = start_ding(
-        ['-m', mode, '-c', os.path.join(CARTPOLE, config), '--nproc', '2', '--train-iter', '8'], tmp_path
-    )
+    proc = start_ding(['-m', mode, '-c', os.path.join(CARTPOLE, config), '--nproc', '2', '--train-iter', '8'], tmp_path)
     try:
         proc.wait(timeout=240)
     finally:
