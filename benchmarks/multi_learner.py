@@ -1,6 +1,6 @@
 """Data-parallel learners (issue #13): equivalence with one learner, and throughput of 1 vs N ranks.
 
-    python benchmarks/multi_learner.py [--part both|equivalence|throughput] [--ranks 2] [--steps 100]
+    python benchmarks/multi_learner.py [--part both|equivalence|throughput] [--ranks 2] [--steps 100] [--rounds 3]
 
 Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), one torch
 thread each.
@@ -10,7 +10,8 @@ thread each.
   every rank on its share; the largest |parameter difference| to the single process is printed (target
   <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
 * **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
-  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``: samples trained per second with 1 rank
+  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``, runs of 1 and N ranks interleaved
+  ``--rounds`` times (medians printed): samples trained per second with 1 rank
   and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), by wall clock and per rank CPU second (what the
   ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
   ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 from typing import Any
@@ -168,29 +170,41 @@ def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
     return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
 
 
-def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
-    n_params = sum(p.numel() for p in mlp().parameters())
-    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.steps} steps',
-             'value')]  # fmt: skip
-    base = base_cpu = 0.0
-    for world_size in (1, args.ranks):
-        res = run_group(throughput_rank, world_size, args)
-        samples = world_size * args.batch * args.steps
-        elapsed = max(r['elapsed'] for r in res)
-        rate = samples / elapsed
+def throughput_measure(world_size: int, args: argparse.Namespace) -> dict[str, float]:
+    """One run of ``world_size`` ranks: samples/s (wall, per rank CPU second), step and sync times in ms."""
+    res = run_group(throughput_rank, world_size, args)
+    samples = world_size * args.batch * args.steps
+    elapsed = max(r['elapsed'] for r in res)
+    return {
+        'rate': samples / elapsed,
         # Per rank CPU second: what N ranks give when each has a core of its own (steadier on a busy machine).
-        cpu_rate = samples / (sum(r['cpu'] for r in res) / world_size)
-        step_ms = 1e3 * elapsed / args.steps
-        sync_ms = 1e3 * sum(r['sync'] for r in res) / world_size / args.steps
-        alone_ms = 1e3 * sum(r['alone'] for r in res) / world_size
-        base, base_cpu = base or rate, base_cpu or cpu_rate
+        'cpu_rate': samples / (sum(r['cpu'] for r in res) / world_size),
+        'step_ms': 1e3 * elapsed / args.steps,
+        'sync_ms': 1e3 * sum(r['sync'] for r in res) / world_size / args.steps,
+        'alone_ms': 1e3 * sum(r['alone'] for r in res) / world_size,
+    }
+
+
+def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Runs of 1 and N ranks interleaved ``--rounds`` times; the median of each figure."""
+    n_params = sum(p.numel() for p in mlp().parameters())
+    runs: dict[int, list[dict[str, float]]] = {1: [], args.ranks: []}
+    for _ in range(args.rounds):
+        for world_size in runs:
+            runs[world_size].append(throughput_measure(world_size, args))
+    med = {ws: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for ws, rs in runs.items()}
+    base = med[1]
+    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, '
+             f'{args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
+    for world_size, m in med.items():
         rows += [
-            (f'{world_size} rank(s): samples/s, wall clock', f'{rate:.0f} ({rate / base:.2f}x)'),
-            (f'{world_size} rank(s): samples/s per rank CPU time', f'{cpu_rate:.0f} ({cpu_rate / base_cpu:.2f}x)'),
+            (f'{world_size} rank(s): samples/s, wall clock', f"{m['rate']:.0f} ({m['rate'] / base['rate']:.2f}x)"),
+            (f'{world_size} rank(s): samples/s per rank CPU time',
+             f"{m['cpu_rate']:.0f} ({m['cpu_rate'] / base['cpu_rate']:.2f}x)"),
             (f'{world_size} rank(s): step ms / sync_gradients ms in it (share)',
-             f'{step_ms:.1f} / {sync_ms:.2f} ({100 * sync_ms / step_ms:.1f}%)'),
+             f"{m['step_ms']:.1f} / {m['sync_ms']:.2f} ({100 * m['sync_ms'] / m['step_ms']:.1f}%)"),
             (f'{world_size} rank(s): sync_gradients alone ms (share of step)',
-             f'{alone_ms:.2f} ({100 * alone_ms / step_ms:.1f}%)'),
+             f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"),
         ]  # fmt: skip
     return rows
 
@@ -220,6 +234,7 @@ def main() -> None:
     parser.add_argument('--batch', type=int, default=256, help='throughput: samples per rank per step')
     parser.add_argument('--steps', type=int, default=100, help='throughput: timed steps')
     parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
+    parser.add_argument('--rounds', type=int, default=3, help='throughput: interleaved 1 / N rank runs (median)')
     parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
     args = parser.parse_args()
     if args.joint_batch % args.ranks:

@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Iterable
 from datetime import timedelta
+from numbers import Real
 from types import TracebackType
 from urllib.parse import urlsplit
 
@@ -191,7 +192,7 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     makes every rank's gradients non-finite, so a NaN guard skips the step on every rank together. If every
     weight is 0 the gradients become zeros.
     """
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+    if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight) or weight < 0:
         raise ValueError(f'sync_gradients: weight must be a finite number >= 0, got {weight!r}')
     if get_world_size() == 1:
         return
