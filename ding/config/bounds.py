@@ -84,6 +84,7 @@ TOP_LEVEL_KEYS = (
     'policy',
     'service',
     'resume',
+    'world_size',  # written by the pipelines that ran on several ranks (informational)
     'reward_model',
     'world_model',
     'wandb_logger',

@@ -40,8 +40,10 @@ from ding.worker.async_actor import (
 )
 from ding.worker.resume import register_checkpoint_extras, resolve_resume, restore_serial_state
 
-from .pipeline_parts import finish_run, load_input_config
+from .pipeline_parts import agree_run_dir, count_envsteps, finish_run, load_input_config, start_rank_run
 from .progress import RunProgress
+from .rank_group import RankGroup, stop_reason
+from .rank_launcher import RankProgressFile
 
 ASYNC_SECTION = 'policy.async_actor'
 EVAL_SEED_OFFSET = 100_000  # evaluation envs never share seeds with the actors' envs
@@ -64,6 +66,9 @@ class AsyncParts:
     resume_path: str | None = None
     service: Any = None
     buffer: Any = None  # no replay buffer: the run service's tunables read this
+    ranks: RankGroup = field(default_factory=RankGroup)  # this process's rank (rank 0 of 1 without a group)
+    envstep: int = 0  # env steps of the run: every rank's feed summed
+    rank_progress: RankProgressFile | None = None  # where rank 0 tells `ding --nproc` its iteration
 
     @property
     def collector(self) -> LearnerFeed:
@@ -145,9 +150,19 @@ def build_async_parts(
     settings = check_async_config(cfg)
     policy_cls = _policy_class(create_cfg)
     _actor_policy(policy_cls, create_cfg.policy.type)
+    ranks = RankGroup.current()
+    if ranks.several:
+        cfg.world_size = ranks.world_size
     cfg = compile_config(
-        cfg, seed=seed, policy=policy_cls, create_cfg=create_cfg, save_cfg=True, renew_dir=resume_path is None
+        cfg,
+        seed=seed + ranks.rank,  # each rank's actors step envs of their own seeds
+        policy=policy_cls,
+        create_cfg=create_cfg,
+        save_cfg=ranks.is_main,
+        renew_dir=resume_path is None,
     )
+    cfg.exp_name, resume_path = agree_run_dir(ranks, cfg.exp_name, resume_path)
+    log_exp = ranks.log_exp_name(cfg.exp_name)
     if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
         from ding.service import check_service_config  # deferred: the run service loads only when asked for
 
@@ -161,9 +176,9 @@ def build_async_parts(
     try:
         policy = create_policy(cfg.policy, model=model, enable_field=['learn'])
         actor_policy = _actor_policy(policy, cfg.policy.type)
-        tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'async'))
+        tb_logger = build_summary_writer(os.path.join(f'./{log_exp}/log/', 'async'))
         closables.append(tb_logger.close)
-        learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
+        learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=log_exp)
         learner.config_hash = config_hash(cfg)
         closables.insert(0, learner.close)
         pool = ActorPool(
@@ -176,7 +191,7 @@ def build_async_parts(
         closables.insert(0, lambda: _stop_actors(pool))  # first: no actor keeps stepping while the rest closes
         evaluator = None
         eval_cfg = cfg.policy.eval.evaluator
-        if int(eval_cfg.eval_freq) > 0:
+        if int(eval_cfg.eval_freq) > 0 and ranks.is_main:  # rank 0 alone evaluates
             n_episode = int(eval_cfg.n_episode)
             eval_seed = cfg.seed + EVAL_SEED_OFFSET
             eval_env = make_vector_env(
@@ -187,12 +202,16 @@ def build_async_parts(
         feed = LearnerFeed(pool, settings.updates_per_batch)
         register_checkpoint_extras(learner, feed, evaluator)
         if resume_path is not None:
-            restore_serial_state(learner, feed, evaluator, None, resume_path)
-        parts = AsyncParts(
-            cfg, policy, learner, pool, feed, evaluator, settings, tb_logger, RunProgress(cfg.exp_name, max_env_step)
-        )
+            # Rank 0's RNG streams are in the checkpoint: the other ranks keep their own.
+            restore_serial_state(learner, feed, evaluator, None, resume_path, restore_rng=ranks.is_main)
+        progress = RunProgress(cfg.exp_name, max_env_step, enabled=ranks.is_main)
+        parts = AsyncParts(cfg, policy, learner, pool, feed, evaluator, settings, tb_logger, progress)
         parts.closables, parts.resume_path = closables, resume_path
-        if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
+        parts.ranks, parts.envstep = ranks, ranks.total(feed.envstep)
+        start_rank_run(parts)
+        if (
+            cfg.get('service') and ranks.is_main
+        ):  # run control / metrics / weights server, JSON event log (ding.service)
             from ding.service.async_service import (  # deferred: the run service loads only when asked for
                 attach_async_service,
             )
@@ -238,7 +257,7 @@ def _evaluate(parts: AsyncParts) -> bool:
     stop, info = evaluator.eval(parts.policy.actor_weights())
     mean = info['eval_episode_return_mean']
     parts.progress.record_eval(mean)
-    envstep = parts.feed.envstep
+    envstep = parts.envstep
     learner.info(
         f'evaluation at iteration {learner.train_iter}, env step {envstep}: return mean {mean:.2f} '
         f'(std {info["eval_episode_return_std"]:.2f}, {int(info["eval_episode_count"])} episodes)'
@@ -252,8 +271,11 @@ def _evaluate(parts: AsyncParts) -> bool:
 
 def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: int | None) -> None:
     """Train until solved, a limit, terminate, an actor failure or Ctrl-C / SIGTERM (which write an interrupt
-    checkpoint); always stop the actors, print the summary line and close everything."""
+    checkpoint); always stop the actors, print the summary line and close everything. With several ranks each
+    runs its own actors, rank 0 evaluates, and every stop is agreed by all ranks (``ding.entry.rank_group``)."""
     learner, feed, pool, policy, service = parts.learner, parts.feed, parts.pool, parts.policy, parts.service
+    ranks = parts.ranks
+    vote_terminate = ranks.several and bool(parts.cfg.get('service'))  # only rank 0 runs a service
     learn_cfg = parts.cfg.policy.learn
     eval_freq = int(parts.cfg.policy.eval.evaluator.eval_freq)
     solved, reason = False, 'interrupted'
@@ -265,12 +287,13 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
             pool.start()
             while True:
                 # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
-                if service is not None and not service.gate(learner.train_iter, feed.envstep):
+                terminate = service is not None and not service.gate(learner.train_iter, parts.envstep)
+                if ranks.any(terminate) if vote_terminate else terminate:
                     reason = 'terminated'
                     break
                 if eval_freq > 0 and (last_eval is None or learner.train_iter - last_eval >= eval_freq):
                     last_eval = learner.train_iter
-                    if _evaluate(parts):
+                    if ranks.any(parts.evaluator is not None and _evaluate(parts)):
                         solved, reason = True, 'solved'
                         break
                 batch, lag = feed.next_batch(int(learn_cfg.batch_size), learner.train_iter)
@@ -281,12 +304,10 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
                     scalar['dropped_trajectories'] = pool.trajectories.dropped
                 learner.train(batch, feed.envstep)
                 pool.staging.publish(learner.train_iter, policy.actor_weights())
-                parts.progress.update(feed.envstep, learner.train_iter)
-                if max_env_step is not None and feed.envstep >= max_env_step:
-                    reason = 'max_env_step reached'
-                    break
-                if max_train_iter is not None and learner.train_iter >= max_train_iter:
-                    reason = 'max_train_iter reached'
+                envstep = count_envsteps(parts, feed.envstep, learner.train_iter)
+                limit = stop_reason(envstep, learner.train_iter, max_env_step, max_train_iter)
+                if limit is not None:
+                    reason = limit
                     break
             pool.stop()
             learner.call_hook('after_run')
@@ -298,7 +319,7 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
         reason = f'error: {type(exc).__name__}'
         raise
     finally:
-        finish_run(parts, solved, reason)  # type: ignore[arg-type]  # AsyncParts has every field it reads
+        finish_run(parts, solved, reason)
 
 
 def async_pipeline(

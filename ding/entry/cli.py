@@ -7,6 +7,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 
 from ding import __version__
 from ding.config import ConfigError, read_config
@@ -15,9 +17,12 @@ from ding.utils.builtin import import_builtin_components
 from ding.utils.registry import REGISTRIES
 
 from .ctl import main as ctl_main
+from .lifeline import die_with_launcher
+from .rank_launcher import launch_ranks
 from .startup import limit_openmp_threads
 
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async')
+RANK_MODES = ('serial', 'serial_onpolicy', 'async')  # the modes that run on several ranks (--nproc, torchrun)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue a run from a checkpoint: 'auto' = the newest valid one of ./EXP_NAME/ckpt/ "
         "(fresh start if none), 'never' = start fresh, or a checkpoint path "
         "(default: the config's top-level 'resume' key, else 'never')",
+    )
+    p.add_argument(
+        '--nproc',
+        type=int,
+        default=1,
+        help='serial / serial_onpolicy / async: run on N rank processes that average their gradients '
+        "(docs/distributed.md); under torchrun (RANK and WORLD_SIZE set) the ranks are torchrun's",
+    )
+    p.add_argument(
+        '--max-restarts',
+        type=int,
+        default=3,
+        help='--nproc: restart the ranks from the newest checkpoint at most this many times after one dies',
+    )
+    p.add_argument(
+        '--min-nproc', type=int, help='--nproc: each restart drops one rank, down to this many (default: --nproc)'
     )
     p.add_argument('-v', '--version', action='version', version=f'ding {__version__}')
     p.add_argument(
@@ -99,28 +120,91 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
 
     seeds = args.seed or [0]
+    problem = _check_rank_args(args)
+    if problem:
+        return _fail(problem)
     if args.resume is not None:
         if args.mode == 'eval':
             return _fail('--resume applies to training modes; -m eval takes --load-path')
         if len(seeds) > 1 and args.resume not in ('auto', 'never'):
             return _fail('--resume PATH continues one run; with several seeds use --resume auto')
-    for seed in seeds:
-        cfg = main_cfg
-        exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
-        cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
-        started = time.time()
-        try:
-            code = _run_one(args, cfg, create_cfg, system_cfg, seed)
-        except ConfigError as exc:
-            return _fail(str(exc))
-        except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
-            return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}', 1)
-        except KeyboardInterrupt:
-            print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
-            return 130
-        if code:
-            return code
+    in_group = int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 and 'RANK' in os.environ
+    in_group = in_group and args.mode in RANK_MODES  # started by `ding --nproc` or torchrun: one rank of them
+    if in_group:
+        leave_group = _join_rank_group(main_cfg)
+    try:
+        for seed in seeds:
+            cfg = main_cfg
+            exp_name = args.exp_name or cfg.get('exp_name', 'default_experiment')
+            cfg.exp_name = _exp_name_for_seed(exp_name, seed, len(seeds))
+            code: int | None
+            if args.nproc > 1 and not in_group:
+                code = launch_ranks(
+                    partial(_rank_argv, args, seed, cfg.exp_name), args.nproc, args.max_restarts, args.min_nproc
+                )
+            else:
+                code = _run_seed(args, cfg, create_cfg, system_cfg, seed)
+            if code:
+                return code
+    finally:
+        if in_group:
+            leave_group()
     return 0
+
+
+def _run_seed(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -> int | None:
+    """Run one seed in this process; the exit code when it failed (the message printed), else None."""
+    started = time.time()
+    talks = os.environ.get('RANK', '0') == '0'  # with several ranks, rank 0 speaks for the run
+    try:
+        return _run_one(args, cfg, create_cfg, system_cfg, seed)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    except StorageError as exc:  # a file the disk refused: one line naming it and what exists, not a traceback
+        return _fail(f'{exc}; {checkpoint_summary(cfg.exp_name, started)}' if talks else str(exc), 1)
+    except KeyboardInterrupt:
+        if talks:
+            print(f'ding: interrupted; {checkpoint_summary(cfg.exp_name, started)}', file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if talks:
+            raise
+        # Another rank: mostly a collective broken by rank 0 leaving (Ctrl-C, a failure it reports itself).
+        return _fail(
+            f'rank {os.environ.get("RANK")}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ""}', 1
+        )
+
+
+def _check_rank_args(args: argparse.Namespace) -> str | None:
+    if args.nproc < 1:
+        return f'--nproc must be >= 1, got {args.nproc}'
+    if args.nproc > 1 and args.mode not in RANK_MODES:
+        return f'--nproc runs -m {{{",".join(RANK_MODES)}}} on several ranks, not -m {args.mode}'
+    if args.max_restarts < 0:
+        return f'--max-restarts must be >= 0, got {args.max_restarts}'
+    if args.min_nproc is not None and not 1 <= args.min_nproc <= args.nproc:
+        return f'--min-nproc must be between 1 and --nproc ({args.nproc}), got {args.min_nproc}'
+    return None
+
+
+def _rank_argv(args: argparse.Namespace, seed: int, exp_name: str, run_dir: str | None, resume: str | None) -> list:
+    """The ``ding`` arguments of every rank of ``ding --nproc``: one seed, its run directory; on a restart the
+    directory rank 0 used and the checkpoint to resume from."""
+    argv = ['-m', args.mode, '-c', args.config, '-s', str(seed), '--exp-name', run_dir or exp_name]
+    argv += ['--train-iter', str(args.train_iter), '--env-step', str(args.env_step)]
+    resume = resume if resume is not None else args.resume
+    return argv + (['--resume', resume] if resume is not None else [])
+
+
+def _join_rank_group(main_cfg) -> Callable[[], None]:
+    """This process is one rank of several (started by ``ding --nproc`` or torchrun): join their group; returns
+    the function that leaves it."""
+    die_with_launcher()  # started by `ding --nproc`: end with it (nothing happens under torchrun)
+    limit_openmp_threads()
+    from .rank_group import join_rank_group_from_environment, leave_rank_group  # deferred: imports torch
+
+    join_rank_group_from_environment(bool((main_cfg.get('policy') or {}).get('cuda')))
+    return leave_rank_group
 
 
 def checkpoint_summary(exp_name: str, started: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +34,8 @@ from ding.worker.resume import (
 )
 
 from .progress import RunProgress
+from .rank_group import RankGroup, parameter_digest, stop_reason
+from .rank_launcher import RankProgressFile
 
 
 def load_input_config(input_cfg: str | tuple[dict, dict]) -> tuple[EasyDict, EasyDict]:
@@ -58,6 +61,9 @@ class SerialParts:
     closables: list[Callable[[], None]] = field(default_factory=list)
     resume_path: str | None = None  # the checkpoint this run resumed from (see ding.worker.resume)
     service: Any = None  # the run service (ding.service.hooks.ServiceRuntime) when cfg.service asks for one
+    ranks: RankGroup = field(default_factory=RankGroup)  # this process's rank (rank 0 of 1 without a group)
+    envstep: int = 0  # env steps of the run: the collectors' of every rank summed
+    rank_progress: RankProgressFile | None = None  # where rank 0 tells `ding --nproc` its iteration
 
 
 def build_serial_parts(
@@ -78,12 +84,23 @@ def build_serial_parts(
     """
     # Before any work: a bad resume path fails here, and a resumed run keeps (does not renew) its directory.
     resume_path = resolve_resume(cfg, resume)
+    ranks = RankGroup.current()
+    if ranks.several:
+        cfg.world_size = ranks.world_size
 
     create_cfg.policy.type = create_cfg.policy.type + '_command'
     env_fn = None if env_setting is None else env_setting[0]
     cfg = compile_config(
-        cfg, seed=seed, env=env_fn, auto=True, create_cfg=create_cfg, save_cfg=True, renew_dir=resume_path is None
+        cfg,
+        seed=seed + ranks.rank,  # each rank's envs get their own seeds
+        env=env_fn,
+        auto=True,
+        create_cfg=create_cfg,
+        save_cfg=ranks.is_main,
+        renew_dir=resume_path is None,
     )
+    cfg.exp_name, resume_path = agree_run_dir(ranks, cfg.exp_name, resume_path)
+    log_exp = ranks.log_exp_name(cfg.exp_name)
     save_buffer = save_buffer_with_checkpoint(cfg)
     if cfg.get('service') is not None:  # a bad service section fails here, before any env is built
         from ding.service import check_service_config  # deferred: the run service loads only when asked for
@@ -106,9 +123,9 @@ def build_serial_parts(
     configure_torch_threads()
 
     policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'collect', 'eval', 'command'])
-    tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'serial'))
+    tb_logger = build_summary_writer(os.path.join(f'./{log_exp}/log/', 'serial'))
     closables.append(tb_logger.close)
-    learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
+    learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=log_exp)
     learner.config_hash = config_hash(cfg)
     closables.insert(0, learner.close)
     collector = create_serial_collector(
@@ -116,16 +133,16 @@ def build_serial_parts(
         env=collector_env,
         policy=policy.collect_mode,
         tb_logger=tb_logger,
-        exp_name=cfg.exp_name,
+        exp_name=log_exp,
     )
     closables.insert(0, collector.close)
     evaluator = InteractionSerialEvaluator(
-        cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger, exp_name=cfg.exp_name
+        cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger, exp_name=log_exp
     )
     closables.insert(0, evaluator.close)
     buffer = None
     if with_buffer:
-        buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=cfg.exp_name)
+        buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=log_exp)
         closables.insert(0, buffer.close)
     commander = create_serial_commander(
         cfg.policy.other.commander, learner, collector, evaluator, buffer, policy.command_mode
@@ -133,7 +150,8 @@ def build_serial_parts(
     register_checkpoint_extras(learner, collector, evaluator, buffer, save_buffer)
     if resume_path is not None:
         try:
-            restore_serial_state(learner, collector, evaluator, buffer, resume_path)
+            # Rank 0's RNG streams are in the checkpoint: the other ranks keep their own (they sample other data).
+            restore_serial_state(learner, collector, evaluator, buffer, resume_path, restore_rng=ranks.is_main)
         except BaseException:
             for close in closables:
                 try:
@@ -141,11 +159,13 @@ def build_serial_parts(
                 except Exception:
                     pass
             raise
-    progress = RunProgress(cfg.exp_name, max_env_step)
+    progress = RunProgress(cfg.exp_name, max_env_step, enabled=ranks.is_main)
     parts = SerialParts(
         cfg, policy, learner, collector, evaluator, buffer, commander, tb_logger, progress, closables, resume_path
     )
-    if cfg.get('service'):  # run control / metrics / weights server, JSON event log (ding.service)
+    parts.ranks, parts.envstep = ranks, ranks.total(collector.envstep)
+    start_rank_run(parts)
+    if cfg.get('service') and ranks.is_main:  # run control / metrics / weights server, JSON event log (ding.service)
         from ding.service.hooks import attach_serial_service  # deferred: the run service loads only when asked for
 
         try:
@@ -162,21 +182,62 @@ def build_serial_parts(
     return parts
 
 
-def finish_run(parts: SerialParts, solved: bool, reason: str) -> str:
-    """Print the summary line and close every component, even when one of them fails to close."""
+def agree_run_dir(ranks: RankGroup, exp_name: str, resume_path: str | None) -> tuple[str, str | None]:
+    """Rank 0's run directory (it may have renewed it) and resume checkpoint, on every rank."""
+    if not ranks.several:
+        return exp_name, resume_path
+    shared_name, shared_resume = ranks.share_texts(exp_name, resume_path or '')
+    return shared_name, shared_resume or None
+
+
+def start_rank_run(parts: Any) -> None:
+    """With several ranks: say so in rank 0's log, and keep ``ding --nproc`` told of rank 0's iteration."""
+    ranks, learner = parts.ranks, parts.learner
+    if ranks.several and ranks.is_main:
+        line = f'[ding] {ranks.describe(parts.cfg.exp_name)}'
+        print(line, file=sys.stderr, flush=True)
+        learner.logger.info(line)
+    if ranks.is_main:
+        parts.rank_progress = RankProgressFile.from_environment()
+        if parts.rank_progress is not None:
+            parts.rank_progress.start(parts.cfg.exp_name, learner.train_iter)
+            parts.closables.append(parts.rank_progress.close)
+
+
+def count_envsteps(parts: Any, local_envstep: int, train_iter: int) -> int:
+    """End of a loop: the run's env steps (summed over the ranks), shown on the progress bar and told to the
+    launcher."""
+    parts.envstep = parts.ranks.total(local_envstep)
+    parts.progress.update(parts.envstep, train_iter)
+    if parts.rank_progress is not None:
+        parts.rank_progress.update(train_iter)
+    return parts.envstep
+
+
+def finish_run(parts: Any, solved: bool, reason: str) -> str:
+    """Print the summary line (rank 0; the others log it to their own files) and close every component, even
+    when one of them fails to close. Every rank logs a digest of its parameters (identical on every rank)."""
     errors = []
+    line = ''
     try:
         if parts.service is not None:
             parts.service.end_run(solved, reason)
-        line = parts.progress.close(
-            solved,
-            parts.collector.envstep,
-            parts.learner.train_iter,
-            getattr(parts.evaluator, 'best_return', None),
-            parts.cfg.env.get('stop_value'),
-            reason,
-        )
-        parts.learner.logger.info(line)
+        envstep = parts.envstep if parts.ranks.several else parts.collector.envstep
+        if parts.ranks.is_main:
+            line = parts.progress.close(
+                solved,
+                envstep,
+                parts.learner.train_iter,
+                getattr(parts.evaluator, 'best_return', None),
+                parts.cfg.env.get('stop_value'),
+                reason,
+            )
+            parts.learner.logger.info(line)
+        else:
+            parts.learner.info(f'rank {parts.ranks.rank} stopped: {reason}, iteration {parts.learner.train_iter}')
+        if parts.ranks.several:
+            digest = parameter_digest(parts.policy.learn_mode.state_dict())
+            parts.learner.info(f'rank {parts.ranks.rank} parameters digest {digest}')
     finally:
         for close in parts.closables:
             try:
@@ -192,36 +253,44 @@ def run_serial_loop(
     parts: SerialParts, train_on: Callable[[list], None], max_train_iter: int | None, max_env_step: int | None
 ) -> None:
     """The loop both serial pipelines share: gate, evaluate, collect, ``train_on(new_data)``, stop checks
-    (a limit of None: no limit).
+    (a limit of None: no limit; ``max_env_step`` counts every rank's env steps).
 
     Ends on the stop value, a limit, a terminate request or Ctrl-C (after writing an interrupt
     checkpoint; one the disk refuses raises ``StorageError`` naming it and the iteration not saved); always
-    prints the summary line and closes every component.
+    prints the summary line and closes every component. With several ranks, rank 0 evaluates and runs the
+    service, and every stop is agreed by all ranks before any of them acts on it.
     """
     learner, collector, evaluator, commander = parts.learner, parts.collector, parts.evaluator, parts.commander
-    service = parts.service  # run control / metrics (ding.service); None unless cfg.service asks for it
+    service = parts.service  # run control / metrics (ding.service); None unless cfg.service asks for it (rank 0)
+    ranks = parts.ranks
+    vote_terminate = ranks.several and bool(parts.cfg.get('service'))  # only rank 0 runs a service
     stop, reason = False, 'interrupted'
     try:
         learner.call_hook('before_run')
         while True:
             # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
-            if service is not None and not service.gate(learner.train_iter, collector.envstep):
+            terminate = service is not None and not service.gate(learner.train_iter, parts.envstep)
+            if ranks.any(terminate) if vote_terminate else terminate:
                 reason = 'terminated'
                 break
             collect_kwargs = commander.step()
             if evaluator.should_eval(learner.train_iter):
-                stop, eval_info = evaluator.eval(learner.save_checkpoint, learner.train_iter, collector.envstep)
-                parts.progress.record_eval(eval_info['eval_episode_return_mean'])
+                if ranks.is_main:
+                    stop, eval_info = evaluator.eval(learner.save_checkpoint, learner.train_iter, parts.envstep)
+                    parts.progress.record_eval(eval_info['eval_episode_return_mean'])
+                stop = ranks.any(stop)
                 if stop:
                     reason = 'solved'
                     break
             train_on(collector.collect(train_iter=learner.train_iter, policy_kwargs=collect_kwargs))
-            parts.progress.update(collector.envstep, learner.train_iter)
-            if max_env_step is not None and collector.envstep >= max_env_step:
-                reason = 'max_env_step reached'
-                break
-            if max_train_iter is not None and learner.train_iter >= max_train_iter:
-                reason = 'max_train_iter reached'
+            limit = stop_reason(
+                count_envsteps(parts, collector.envstep, learner.train_iter),
+                learner.train_iter,
+                max_env_step,
+                max_train_iter,
+            )
+            if limit is not None:
+                reason = limit
                 break
         learner.call_hook('after_run')
     except KeyboardInterrupt:

@@ -10,16 +10,16 @@ import time
 class RunProgress:
     """A tqdm bar over env steps showing iterations, the last eval return and the rate.
 
-    Disabled with ``DING_PROGRESS=0``; updates are rate-limited by tqdm (``mininterval``) so
-    calling :meth:`update` once per collect costs next to nothing.
+    Disabled with ``DING_PROGRESS=0`` or ``enabled=False`` (ranks other than 0); updates are rate-limited by
+    tqdm (``mininterval``) so calling :meth:`update` once per collect costs next to nothing.
     """
 
-    def __init__(self, exp_name: str, max_env_step: int | None = None) -> None:
+    def __init__(self, exp_name: str, max_env_step: int | None = None, enabled: bool = True) -> None:
         self.exp_name = exp_name
         self.start_time = time.perf_counter()
         self.last_eval_return: float | None = None
         self._bar = None
-        if os.environ.get('DING_PROGRESS', '1') != '0':
+        if enabled and os.environ.get('DING_PROGRESS', '1') != '0':
             from tqdm import tqdm  # deferred: loaded only when the bar is shown
 
             total = max_env_step if max_env_step is not None and max_env_step < int(1e9) else None

@@ -31,6 +31,7 @@ def serial_pipeline(
         cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step, with_buffer=True, resume=resume
     )
     learner, collector, buffer, service = parts.learner, parts.collector, parts.buffer, parts.service
+    ranks = parts.ranks
     learn_cfg = parts.cfg.policy.learn
     use_priority = parts.cfg.policy.get('priority', False)
 
@@ -41,7 +42,8 @@ def serial_pipeline(
             train_data = buffer.sample(learn_cfg.batch_size, learner.train_iter)
             if service is not None:
                 service.observe_sample(train_data, perf_counter() - t0, learner.train_iter)
-            if train_data is None:
+            # Every rank runs the same updates (their gradients are averaged): train only when all have a batch.
+            if not ranks.all(train_data is not None):
                 break
             learner.train(train_data, collector.envstep)
             if use_priority:

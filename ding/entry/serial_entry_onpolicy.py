@@ -29,6 +29,12 @@ def serial_pipeline_onpolicy(
     parts = build_serial_parts(
         cfg, create_cfg, seed, env_setting, model, dynamic_seed, max_env_step, with_buffer=False, resume=resume
     )
-    learner, collector = parts.learner, parts.collector
-    run_serial_loop(parts, lambda new_data: learner.train(new_data, collector.envstep), max_train_iter, max_env_step)
+    learner, collector, ranks = parts.learner, parts.collector, parts.ranks
+
+    def train_on(new_data: list) -> None:
+        if ranks.several:  # the same number of minibatch updates on every rank: train on as many samples as all have
+            new_data = new_data[: ranks.smallest(len(new_data))]
+        learner.train(new_data, collector.envstep)
+
+    run_serial_loop(parts, train_on, max_train_iter, max_env_step)
     return parts.policy

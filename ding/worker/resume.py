@@ -258,11 +258,16 @@ def resume_learner(learner: Any, resume: Any = RESUME_AUTO, not_before: float | 
 
 
 def restore_serial_state(
-    learner: Any, collector: Any, evaluator: Any = None, buffer: Any = None, path: str | None = None
+    learner: Any,
+    collector: Any,
+    evaluator: Any = None,
+    buffer: Any = None,
+    path: str | None = None,
+    restore_rng: bool = True,
 ) -> dict[str, Any]:
-    """Load checkpoint ``path`` into a serial pipeline: learner (policy, optimizer, iteration, RNG),
-    collector env steps (so the epsilon schedule resumes), the evaluator's best return and, when the
-    checkpoint holds one, the replay buffer. Returns a summary dict."""
+    """Load checkpoint ``path`` into a serial pipeline: learner (policy, optimizer, iteration, RNG unless
+    ``restore_rng`` is False), collector env steps (so the epsilon schedule resumes), the evaluator's best return
+    and, when the checkpoint holds one, the replay buffer. Returns a summary dict."""
     if path is None:
         raise ValueError('restore_serial_state: no checkpoint path given')
     from ding.utils.checkpoint import (
@@ -285,7 +290,7 @@ def restore_serial_state(
         elif save_buffer_with_checkpoint_of(buffer):
             learner.info(f'resume: {path} holds no replay buffer; starting with an empty one')
     # The RNG streams last, so that nothing done while restoring shifts them.
-    if rng_state is not None:
+    if restore_rng and rng_state is not None:
         set_rng_state(rng_state)
     return _finish_restore(learner, path, envstep, buffer_count)
 

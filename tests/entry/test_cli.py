@@ -180,3 +180,18 @@ def test_ctrl_c_ends_a_serial_run_naming_its_interrupt_checkpoint(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_rank_flags_are_checked_before_any_rank_starts(tmp_path):
+    for args, message in (
+        (
+            ['-m', 'eval', '--nproc', '2'],
+            '--nproc runs -m {serial,serial_onpolicy,async} on several ranks, not -m eval',
+        ),
+        (['-m', 'serial', '--nproc', '0'], '--nproc must be >= 1, got 0'),
+        (['-m', 'serial', '--nproc', '2', '--min-nproc', '3'], '--min-nproc must be between 1 and --nproc (2), got 3'),
+        (['-m', 'serial', '--nproc', '2', '--max-restarts', '-1'], '--max-restarts must be >= 0, got -1'),
+    ):
+        result = run_ding([*args, '-c', DQN_CONFIG], tmp_path)
+        assert result.returncode == 2 and f'ding: error: {message}' in result.stderr, result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
