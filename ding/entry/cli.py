@@ -17,7 +17,7 @@ from ding.utils.registry import REGISTRIES
 from .ctl import main as ctl_main
 from .startup import limit_openmp_threads
 
-MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async')
+MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async', 'seed')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +185,10 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
         async_pipeline(
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
+    elif args.mode == 'seed':
+        from .seed_entry import seed_pipeline  # deferred: imports torch (after limit_openmp_threads)
+
+        seed_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume)
     elif args.mode == 'parallel':
         from .parallel_entry import parallel_pipeline  # deferred: Flask and the coordinator, parallel mode only
 
