@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ ACTOR_MODULE = 'ding.worker.seed.actor_main'
 class ActorProcesses:
     """``actor_num`` processes of ``ding.worker.seed.actor_main``, each with ``env_per_actor`` envs of
     ``env_cfg``; actor ``i`` seeds its envs from ``seed + i * env_per_actor``. The secret reaches them through
-    their environment, never their command line."""
+    their environment (``environ``, default this process's, plus the secret), never their command line."""
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class ActorProcesses:
         env_per_actor: int,
         seed: int,
         max_restarts: int = 0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.socket_path = socket_path
         self.actor_num = actor_num
@@ -40,7 +42,7 @@ class ActorProcesses:
         self.restarts = 0
         self.exit_codes: list[tuple[int, int]] = []  # (actor id, code) of every process that ended on its own
         self._env_json = json.dumps(to_jsonable(dict(env_cfg)))
-        self._environ = {**os.environ, RUN_SECRET_ENV: secret}
+        self._environ = {**(os.environ if environ is None else environ), RUN_SECRET_ENV: secret}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def command(self, actor_id: int) -> list[str]:
@@ -74,6 +76,11 @@ class ActorProcesses:
         proc = self._procs.get(actor_id)
         return None if proc is None else proc.pid
 
+    def exit_code(self, actor_id: int) -> int | None:
+        """The exit code of actor ``actor_id``'s current process; None while it runs."""
+        proc = self._procs.get(actor_id)
+        return None if proc is None else proc.poll()
+
     def restart_dead(self) -> list[int]:
         """Start again each actor whose process ended, while restarts are left; the ids restarted. Raises
         ``RuntimeError`` when an actor died and no restart is left."""
@@ -101,9 +108,10 @@ class ActorProcesses:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         killed = []
+        deadline = time.monotonic() + timeout
         for actor_id, proc in procs.items():
             try:
-                proc.wait(timeout)
+                proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

@@ -219,7 +219,7 @@ def client_join(sock: socket.socket, secret: str, actor_id: int, layout: SlotLay
     try:
         data += _recv_exact(sock, size - len(data)) if 0 < len(data) < size else b''
         if len(data) != size:
-            raise TransportError('the server closed the connection during the handshake')
+            raise TransportError('the server closed the connection during the handshake (is the run secret right?)')
         reply, mac = data[: REPLY.size], data[REPLY.size :]
         if not hmac.compare_digest(mac, _mac(secret, b'accept', nonce, reply)):
             raise TransportError("the server's reply is not signed with this run's secret")
