@@ -188,7 +188,9 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
     elif args.mode == 'seed':
         from .seed_entry import seed_pipeline  # deferred: imports torch (after limit_openmp_threads)
 
-        seed_pipeline((cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume)
+        seed_pipeline(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
     elif args.mode == 'parallel':
         from .parallel_entry import parallel_pipeline  # deferred: Flask and the coordinator, parallel mode only
 

@@ -98,7 +98,7 @@ def check_seed_config(cfg: Any, policy_type: str) -> SeedSettings:
     except ValueError as exc:
         raise ConfigError(f'env: {exc}') from None
     if policy_type == 'dqn' and int(policy_cfg.get('nstep', 1)) != 1:
-        raise ConfigError(f'policy.nstep = {policy_cfg.nstep}: SEED DQN assembles one-step transitions (use 1)')
+        raise ConfigError(f'policy.nstep = {policy_cfg.get("nstep")}: SEED DQN assembles one-step transitions (use 1)')
     if (policy_cfg.get('model') or {}).get('lstm_hidden_size'):
         raise ConfigError('policy.model.lstm_hidden_size: the SEED pipeline runs feed-forward models only (None)')
     return settings

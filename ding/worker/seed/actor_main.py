@@ -25,9 +25,7 @@ from .transport import RUN_SECRET_ENV, ActorClient, SlotLayout, TransportError
 EXIT_REFUSED = 3
 
 
-def run_actor(
-    socket_path: str, secret: str, actor_id: int, env_cfg: Mapping[str, Any], n_envs: int, seed: int
-) -> int:
+def run_actor(socket_path: str, secret: str, actor_id: int, env_cfg: Mapping[str, Any], n_envs: int, seed: int) -> int:
     """Join the server and step until it goes away; the exit code."""
     env = make_vector_env(env_cfg, n_envs, seed)
     client: ActorClient | None = None

@@ -158,7 +158,9 @@ class UnrollAssembler(_Assembler):
             return self._free.get_nowait()
         except queue.Empty:
             layout = self.layout
-            return TrajectoryBuffer(self.unroll_len, layout.n_envs, layout.obs_shape, np.float32, layout.action_num)
+            return TrajectoryBuffer(
+                self.unroll_len, layout.n_envs, layout.obs_shape, np.dtype(np.float32), layout.action_num
+            )
 
     def _release(self, track: _Track) -> None:
         if track.buffer is not None:

@@ -19,9 +19,7 @@ class SeedFeed:
     queue empty (it raises when the server or the actors failed). ``envstep`` counts the env steps taken (a
     checkpoint saves it as the collector's env steps)."""
 
-    def __init__(
-        self, queue: TrajectoryQueue[Any], check: Callable[[], None], poll_seconds: float = 0.2
-    ) -> None:
+    def __init__(self, queue: TrajectoryQueue[Any], check: Callable[[], None], poll_seconds: float = 0.2) -> None:
         self.queue = queue
         self.check = check
         self.poll_seconds = poll_seconds

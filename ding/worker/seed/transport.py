@@ -258,9 +258,7 @@ class ActorClient:
             raise
         self._sock = sock
 
-    def request(
-        self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
-    ) -> np.ndarray:
+    def request(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
         """Send one step's observations (and the rewards / end flags of the step that led to them); wait for
         the actions (``[n_envs] int64``, a copy). Raises ``TransportError`` when the server went away."""
         assert self._sock is not None and self._slot is not None, 'join() first'

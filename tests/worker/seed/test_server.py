@@ -51,7 +51,14 @@ class Run:
             os.path.join(tmp, 's.sock'), self.secret, LAYOUT, 2, self.acting, self.sink, 8, 200_000, 1.0
         )
         self.actors = ActorProcesses(
-            self.server.socket_path, self.secret, {'env_id': 'CartPole-v1'}, 2, ENVS, 0, max_restarts=5, environ=child_env()
+            self.server.socket_path,
+            self.secret,
+            {'env_id': 'CartPole-v1'},
+            2,
+            ENVS,
+            0,
+            max_restarts=5,
+            environ=child_env(),
         )
 
     def client(self, actor_id: int, layout: SlotLayout = LAYOUT, secret: str | None = None) -> ActorClient:
