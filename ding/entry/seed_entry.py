@@ -210,11 +210,37 @@ def build_seed_parts(
             parts.service = attach_serial_service(parts)
             if parts.service is not None:
                 closables.append(parts.service.close)
+                _export_inference_metrics(parts)
     except BaseException:
         _close_all(closables[::-1])
         raise
     parts.closables = closables[::-1]
     return parts
+
+
+INFERENCE_METRICS = {
+    'inference_batch_mean': 'Mean observations per forward of the SEED inference server',
+    'queue_delay_us_mean': 'Mean microseconds a SEED request waited for its forward',
+    'latency_us_p50': 'Median microseconds from a SEED request read to its answer written',
+    'latency_us_p99': '99th percentile of the SEED request latency, microseconds',
+    'dropped_actors': 'SEED actors dropped (closed, crashed, hung or broke the protocol)',
+}
+
+
+def _export_inference_metrics(parts: SeedParts) -> None:
+    """The inference server's figures on the run service's ``/metrics`` (read when scraped)."""
+    metrics = parts.service.metrics
+    if metrics is None:
+        return
+    from prometheus_client import Gauge  # deferred: the run service loads only when asked for
+
+    stats = parts.server.stats
+
+    def reader(name: str) -> Callable[[], float]:
+        return lambda: stats.snapshot()[name]
+
+    for name, what in INFERENCE_METRICS.items():
+        Gauge(f'seed_{name}', what, registry=metrics.registry).set_function(reader(name))
 
 
 def _stop_actor_processes(actors: ActorProcesses) -> None:
