@@ -74,7 +74,7 @@ def test_a_recurrent_model_is_refused_before_any_work(tmp_path):
 def test_seed_dqn_trains_from_the_actors_transitions_and_every_actor_exits(capsys):
     main, create = _config(DQN, env_per_actor=4, unroll_len=4)
     main.policy.eval.evaluator.eval_freq = 0
-    main.policy.learn.update_per_collect = 2
+    main.policy.learn.update_per_collect = 10  # two rounds of updates once the buffer holds a batch
     policy = seed_pipeline((main, create), seed=0, max_train_iter=20)
     assert policy is not None
     err = capsys.readouterr().err
