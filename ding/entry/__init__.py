@@ -8,6 +8,7 @@ _EXPORTS = {
     'eval': '.application_entry',
     'parallel_pipeline': '.parallel_entry',
     'async_pipeline': '.async_entry',
+    'seed_pipeline': '.seed_entry',
 }
 
 __all__ = list(_EXPORTS)

@@ -21,7 +21,7 @@ from .lifeline import die_with_launcher
 from .rank_launcher import launch_ranks
 from .startup import limit_openmp_threads
 
-MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async')
+MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async', 'seed')
 RANK_MODES = ('serial', 'serial_onpolicy', 'async')  # the modes that run on several ranks (--nproc, torchrun)
 
 
@@ -267,6 +267,12 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
         from .async_entry import async_pipeline  # deferred: imports torch (after limit_openmp_threads)
 
         async_pipeline(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
+    elif args.mode == 'seed':
+        from .seed_entry import seed_pipeline  # deferred: imports torch (after limit_openmp_threads)
+
+        seed_pipeline(
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
     elif args.mode == 'parallel':
