@@ -102,7 +102,8 @@ def check_async_config(cfg: Any) -> AsyncActorSettings:
     return settings
 
 
-def _policy_class(create_cfg: EasyDict) -> Any:
+def policy_class_of(create_cfg: EasyDict) -> Any:
+    """The policy class ``create_config.policy`` names (its modules imported); a ConfigError when it is not one."""
     section = create_cfg.get('policy')
     if not isinstance(section, dict) or not section.get('type'):
         raise ConfigError('create_config.policy.type is missing (the registered name of the policy, e.g. impala)')
@@ -116,7 +117,7 @@ def _policy_class(create_cfg: EasyDict) -> Any:
 ACTOR_METHODS = ('actor_model', 'actor_weights', 'initial_actor_state', 'actor_step')
 
 
-def _actor_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
+def as_actor_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
     """``policy`` (an instance or its class) as an ``AsyncActorPolicy``; a ConfigError naming the type when
     it is not one (e.g. ppo)."""
     missing = [name for name in ACTOR_METHODS if not callable(getattr(policy, name, None))]
@@ -128,7 +129,8 @@ def _actor_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
     return cast(AsyncActorPolicy, policy)
 
 
-def _close_all(closables: list[Callable[[], None]]) -> None:
+def close_all(closables: list[Callable[[], None]]) -> None:
+    """Call every closer, best effort: one failing must not keep the others from releasing their resources."""
     for close in closables:
         try:
             close()
@@ -148,8 +150,8 @@ def build_async_parts(
     """Check and compile the config (before any work), then build the policy, learner, actors and evaluator."""
     resume_path = resolve_resume(cfg, resume)
     settings = check_async_config(cfg)
-    policy_cls = _policy_class(create_cfg)
-    _actor_policy(policy_cls, create_cfg.policy.type)
+    policy_cls = policy_class_of(create_cfg)
+    as_actor_policy(policy_cls, create_cfg.policy.type)
     ranks = RankGroup.current()
     if ranks.several:
         cfg.world_size = ranks.world_size
@@ -175,7 +177,7 @@ def build_async_parts(
     closables: list[Callable[[], None]] = []
     try:
         policy = create_policy(cfg.policy, model=model, enable_field=['learn'])
-        actor_policy = _actor_policy(policy, cfg.policy.type)
+        actor_policy = as_actor_policy(policy, cfg.policy.type)
         tb_logger = build_summary_writer(os.path.join(f'./{log_exp}/log/', 'async'))
         closables.append(tb_logger.close)
         learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=log_exp)
@@ -220,7 +222,7 @@ def build_async_parts(
             if parts.service is not None:
                 closables.insert(1, parts.service.close)
     except BaseException:
-        _close_all(closables)
+        close_all(closables)
         raise
     return parts
 

@@ -40,7 +40,7 @@ from ding.worker.seed.processes import ActorProcesses
 from ding.worker.seed.server import InferenceServer
 from ding.worker.seed.transport import SlotLayout, new_secret
 
-from .async_entry import EVAL_SEED_OFFSET, _actor_policy, _close_all, _policy_class, sigterm_as_interrupt
+from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of, sigterm_as_interrupt
 from .pipeline_parts import finish_run, load_input_config
 from .progress import RunProgress
 
@@ -107,7 +107,7 @@ def check_seed_config(cfg: Any, policy_type: str) -> SeedSettings:
 def _acting_policy(policy: Any, policy_type: str) -> AsyncActorPolicy:
     if policy_type == 'dqn':
         return QNetActing(policy.learn_mode.get_attribute('model'))
-    return _actor_policy(policy, policy_type)
+    return as_actor_policy(policy, policy_type)
 
 
 def build_seed_parts(
@@ -116,12 +116,12 @@ def build_seed_parts(
     """Check and compile the config (before any work), then build the learner, server, actors and evaluator
     (the actor processes start with the run)."""
     resume_path = resolve_resume(cfg, resume)
-    policy_cls = _policy_class(create_cfg)
+    policy_cls = policy_class_of(create_cfg)
     policy_type = create_cfg.policy.type
     settings = check_seed_config(cfg, policy_type)
     is_dqn = policy_type == 'dqn'
     if not is_dqn:
-        _actor_policy(policy_cls, policy_type)
+        as_actor_policy(policy_cls, policy_type)
     cfg = compile_config(
         cfg,
         seed=seed,
@@ -212,7 +212,7 @@ def build_seed_parts(
                 closables.append(parts.service.close)
                 _export_inference_metrics(parts)
     except BaseException:
-        _close_all(closables[::-1])
+        close_all(closables[::-1])
         raise
     parts.closables = closables[::-1]
     return parts
