@@ -362,7 +362,7 @@ def run_seed_loop(parts: SeedParts, max_train_iter: int | None, max_env_step: in
                 stats['dropped_actors'],
             )
         )
-        finish_run(parts, solved, reason)  # type: ignore[arg-type]  # SeedParts has every field it reads
+        finish_run(parts, solved, reason)
 
 
 def seed_pipeline(
