@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from easydict import EasyDict
 
@@ -45,6 +45,25 @@ def load_input_config(input_cfg: str | tuple[dict, dict]) -> tuple[EasyDict, Eas
     else:
         cfg, create_cfg = input_cfg[0], input_cfg[1]
     return EasyDict(copy.deepcopy(dict(cfg))), EasyDict(copy.deepcopy(dict(create_cfg)))
+
+
+class FinishableRun(Protocol):
+    """What ``finish_run`` reads of a pipeline's parts (serial, async and SEED parts all provide it)."""
+
+    cfg: EasyDict
+    policy: Any
+    learner: BaseLearner
+    evaluator: Any
+    progress: RunProgress
+    service: Any
+    ranks: RankGroup
+    closables: list[Callable[[], None]]
+
+    @property
+    def envstep(self) -> int: ...
+
+    @property
+    def collector(self) -> Any: ...
 
 
 @dataclass
@@ -214,7 +233,7 @@ def count_envsteps(parts: Any, local_envstep: int, train_iter: int) -> int:
     return parts.envstep
 
 
-def finish_run(parts: Any, solved: bool, reason: str) -> str:
+def finish_run(parts: FinishableRun, solved: bool, reason: str) -> str:
     """Print the summary line (rank 0; the others log it to their own files) and close every component, even
     when one of them fails to close. Every rank logs a digest of its parameters (identical on every rank)."""
     errors = []

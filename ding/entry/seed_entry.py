@@ -43,6 +43,7 @@ from ding.worker.seed.transport import SlotLayout, new_secret
 from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of, sigterm_as_interrupt
 from .pipeline_parts import finish_run, load_input_config
 from .progress import RunProgress
+from .rank_group import RankGroup
 
 SEED_SECTION = 'policy.seed'
 
@@ -67,6 +68,12 @@ class SeedParts:
     closables: list[Callable[[], None]] = field(default_factory=list)
     resume_path: str | None = None
     service: Any = None
+    ranks: RankGroup = field(default_factory=RankGroup)  # SEED runs on one rank: the learner holds the model
+
+    @property
+    def envstep(self) -> int:
+        """Env steps of the run (what the feed handed to the learner)."""
+        return self.feed.envstep
 
     @property
     def collector(self) -> SeedFeed:
