@@ -264,6 +264,7 @@ class GroupTasks:
             self._links.lose_worker('learner', run.names[rank], run.failure or 'lost', run.links[rank][1])
         # Every rank stops after the batches all of them received (none waits in a collective for another).
         closed = self._close_rank(run, rank, None if failed else run.group.stop_iterations())
+        run.group.rank_ended(rank, closed.get('last_iter'))
         if not failed:
             self._links.resource_manager.release('learner', run.names[rank])
         if not run.rank_closed():

@@ -98,6 +98,7 @@ class LearnerGroup:
         self.duplicate_samples = 0  # samples trained by two ranks in the same round (counted once per extra rank)
         self.assisted_batches = 0  # bins + assist: batches a rank read from another rank's buffer
         self.left_samples = 0  # samples never trained: too few for the last round, or left in bins ('short')
+        self.final_iters: list[int | None] = [None] * self.world_size  # where each rank stopped (its close answer)
 
     # ---- buffers ---------------------------------------------------------------------------------------
     def buffer_of(self, rank: int) -> str:
@@ -131,6 +132,11 @@ class LearnerGroup:
         """Rank ``rank`` received the ``batches`` of its round (its learn task was delivered)."""
         with self._cond:
             self.served_batches[rank] += batches
+
+    def rank_ended(self, rank: int, last_iter: Any) -> None:
+        """Rank ``rank`` was closed at iteration ``last_iter`` (its close answer)."""
+        with self._cond:
+            self.final_iters[rank] = int(last_iter) if isinstance(last_iter, int) else None
 
     def stop_iterations(self) -> int:
         """Batches every rank received: where every rank stops when the group closes."""
@@ -179,6 +185,8 @@ class LearnerGroup:
             if round_ is not None:
                 self._count_duplicates(round_)
                 return round_
+            if self._finished:  # e.g. 'short': a bin is exhausted
+                return None
             if over and self.consumed_once:
                 return self._last_round(batch_size, num_batches, cur_iter)
             self._data.wait_for_data(0.1)
@@ -282,6 +290,7 @@ class LearnerGroup:
                 'duplicate_rate': self.duplicate_samples / self.served_samples if self.served_samples else 0.0,
                 'assisted_batches': self.assisted_batches,
                 'left_samples': self.left_samples,
+                'final_iters': list(self.final_iters),
                 'finish_reason': self.finish_reason,
             }
 

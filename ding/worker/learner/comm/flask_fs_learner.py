@@ -17,6 +17,7 @@ import copy
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -276,7 +277,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             try:
                 if group is not None:  # every rank joins before its policy is built (which broadcasts rank 0's)
                     self._logger.info(f'learner task {task_id}: joining the process group as {group.describe()}')
+                    joined = time.monotonic()
                     group.join()
+                    self._logger.info(f'learner task {task_id}: joined in {time.monotonic() - joined:.2f}s')
                 run = self._prepare_run(settings, task_info)
             except TaskFail:
                 if group is not None:
