@@ -313,8 +313,8 @@ class LearnerGroup:
     def describe(self) -> str:
         s = self.stats()
         return (
-            f"{s['world_size']} ranks, {s['assignment']}: {s['rounds']} rounds, {s['served_samples']} samples served, "
-            f"{s['duplicate_samples']} trained by two ranks in one round ({100 * s['duplicate_rate']:.2f}%), "
+            f'{s["world_size"]} ranks, {s["assignment"]}: {s["rounds"]} rounds, {s["served_samples"]} samples served, '
+            f'{s["duplicate_samples"]} trained by two ranks in one round ({100 * s["duplicate_rate"]:.2f}%), '
             f"{s['assisted_batches']} batches read from another rank's buffer, {s['left_samples']} samples left"
         )
 

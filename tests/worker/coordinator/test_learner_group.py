@@ -92,9 +92,7 @@ def test_finish_releases_a_rank_waiting_for_its_round():
     buffers = Buffers(['buf'])
     group = LearnerGroup('buf', 2, buffers.data())
     result = []
-    waiting = threading.Thread(
-        target=lambda: result.append(group.serve(0, {'batch_size': BATCH}, alive=lambda: True))
-    )
+    waiting = threading.Thread(target=lambda: result.append(group.serve(0, {'batch_size': BATCH}, alive=lambda: True)))
     waiting.start()
     group.finish('the run ends')
     waiting.join(5)
