@@ -383,5 +383,9 @@ class LearnerGroups:
         group = self.last
         return group.stats() if group is not None else None
 
+    def describe(self) -> str | None:
+        group = self.last
+        return group.describe() if group is not None else None
+
 
 __all__ = ['ASSIGNMENTS', 'GROUP_DONE', 'GroupData', 'LearnerGroup', 'LearnerGroups', 'bin_buffer_id', 'collector_bin']
