@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ding.config.parallel import can_bind, find_free_port
 from ding.utils.jsonable import to_jsonable
 
 from .learn_task_payload import learn_task_payload
@@ -92,12 +93,18 @@ class GroupTasks:
         self._path = path
         self._track = track
         self._request_timeout = float(request_timeout)
+        self._handed_over = 0  # group hand-overs so far
 
     def _closing(self) -> bool:
         return self._links.closing
 
     def _init_method(self, rank0: WorkerLink) -> str:
         port = (self._system_cfg.get('coordinator') or {}).get('dist_port')
+        if self._handed_over and can_bind(rank0.host):
+            # A re-formed group (after a failure) meets on a fresh port: learner0's process may still hold the
+            # old group's store on the first one, and a rank joining it would read the old group's addresses.
+            port = find_free_port(rank0.host)
+        self._handed_over += 1
         if not isinstance(port, int):
             raise ValueError(
                 f'coordinator.dist_port must be resolved to a port for data-parallel learners, got {port!r}'
