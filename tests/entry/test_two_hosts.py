@@ -1,0 +1,165 @@
+"""Two hosts for real: ``ding -m parallel`` on host A, workers started by hand on host B, CartPole solved.
+
+The hosts are two network namespaces of this machine joined by a veth pair (tests/helpers/netns.py): each has
+its own ports and loopback, and the only way between them is the link, so every address a process hands out
+must be one the other host can reach. The file system is shared: it is the shared directory of a real run.
+Host A runs what a user types there (``ding -m parallel -c <experiment + configs/ system config> -s 0``); host B
+starts its workers the documented way (``python -m ding.entry.parallel_worker --role ... --config
+parallel_config.json``) once host A has written that file. Both know the run secret from ``DING_RUN_SECRET``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.helpers.netns import Host, namespaces_unavailable, two_hosts
+from tests.helpers.processes import ROOT, child_env
+from tests.helpers.wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+SYSTEM = os.path.join(ROOT, 'configs', 'parallel_two_hosts.py')
+EXP = 'two_hosts'
+SECRET = 'two-hosts-test-secret-0123456789abcdef'
+COORDINATOR_PORT = 22270
+COLLECTOR_PORT = 22272
+HOST_B_WORKERS = (('collector', 'collector0'), ('collector', 'collector1'))
+# A local run solves in 7-15 s; the tail of asynchronous DQN (docs/parallel.md) gets room, speed is not the point.
+RUN_BUDGET = 300
+SUMMARY = re.compile(rf'\[ding\] {EXP}: SOLVED \| stop value 195 \| env steps (\d+) \| train iters (\d+)')
+
+
+@dataclass
+class TwoHostRun:
+    """What the module's one run left behind, checked by the tests below."""
+
+    pipeline_code: int
+    pipeline_output: str
+    host_b_codes: dict[str, int | None]
+    host_b_output: dict[str, str]
+    left_in_a: list[int]
+    coordinator_log: str
+
+
+def write_config(path: Path, host_a: Host) -> None:
+    """The user's config on host A: the CartPole experiment, the two-host system config, and this run's changes."""
+    path.write_text(
+        f'base = [{EXPERIMENT!r}, {SYSTEM!r}]\n'
+        'main_config = dict(\n'
+        f'    exp_name={EXP!r},\n'
+        # the experiment's evaluation every 0.1 s (the system config's 1 s misses DQN's first window at 200)
+        '    policy=dict(other=dict(commander=dict(eval_interval=0.1))),\n'
+        ')\n'
+        # the collectors call back the coordinator at its host: host A's address on the link (a namespace has
+        # no outbound route, so the wildcard's outbound address would be 127.0.0.1, which host B cannot reach)
+        f'system_config = dict(coordinator=dict(host={host_a.address!r}))\n',
+        encoding='utf-8',
+    )
+
+
+def host_env(host_b: Host, shared: Path) -> dict[str, str]:
+    """The environment of both hosts: the system config's variables and the run secret."""
+    return child_env(
+        DING_SHARED_DIR=str(shared),
+        DING_COLLECTOR_HOST=host_b.address,
+        DING_COORDINATOR_PORT=str(COORDINATOR_PORT),
+        DING_COLLECTOR_PORT=str(COLLECTOR_PORT),
+        DING_RUN_SECRET=SECRET,
+        DING_PROGRESS='0',
+        OMP_NUM_THREADS='1',
+    )
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding='utf-8', errors='replace') if path.exists() else ''
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
+    reason = namespaces_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp('two_hosts')
+    shared = work / 'shared'
+    host_a_dir, host_b_dir = work / 'host_a', work / 'host_b'
+    host_a_dir.mkdir()
+    host_b_dir.mkdir()
+    logs: list[IO[Any]] = []
+    with two_hosts() as (host_a, host_b):
+        env = host_env(host_b, shared)
+        config = host_a_dir / 'two_hosts_run.py'
+        write_config(config, host_a)
+        try:
+            pipeline_log = open(host_a_dir / 'pipeline.log', 'wb')
+            logs.append(pipeline_log)
+            pipeline = host_a.start(
+                [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', str(config), '-s', '0'],
+                cwd=host_a_dir,
+                env=env,
+                stdout=pipeline_log,
+            )
+            # host B: the compiled config is the one file its workers need from host A
+            parallel_config = host_a_dir / EXP / 'parallel_config.json'
+            wait_until(parallel_config.exists, 120, interval=0.1, what='parallel_config.json', proc=pipeline)
+            workers = {}
+            for role, name in HOST_B_WORKERS:
+                log = open(host_b_dir / f'{name}.log', 'wb')
+                logs.append(log)
+                workers[name] = host_b.start(
+                    [sys.executable, '-m', 'ding.entry.parallel_worker', '--role', role, '--name', name,
+                     '--config', str(parallel_config)],
+                    cwd=host_b_dir,
+                    env=env,
+                    stdout=log,
+                )
+            try:
+                pipeline.wait(RUN_BUDGET)
+            except subprocess.TimeoutExpired:
+                pass  # reported by the test on the summary line, with the output
+            left_in_a = host_a.pids()
+            # remote workers stay resident between runs: SIGTERM is how their host stops them
+            for proc in workers.values():
+                proc.terminate()
+            codes = {}
+            for name, proc in workers.items():
+                try:
+                    codes[name] = proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    codes[name] = None
+            yield TwoHostRun(
+                pipeline_code=pipeline.returncode if pipeline.returncode is not None else -1,
+                pipeline_output=read(host_a_dir / 'pipeline.log'),
+                host_b_codes=codes,
+                host_b_output={name: read(host_b_dir / f'{name}.log') for name in workers},
+                left_in_a=left_in_a,
+                coordinator_log=read(host_a_dir / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt'),
+            )
+        finally:
+            for log in logs:
+                log.close()
+
+
+def test_the_run_solves_cartpole_across_the_two_hosts(run: TwoHostRun) -> None:
+    assert run.pipeline_code == 0, run.pipeline_output[-3000:]
+    assert SUMMARY.search(run.pipeline_output), run.pipeline_output[-3000:]
+
+
+def test_host_b_workers_served_the_coordinator_on_their_own_address(run: TwoHostRun) -> None:
+    for name, output in run.host_b_output.items():
+        assert re.search(rf'ding parallel worker {name}: serving on 10\.231\.\d+\.2:\d+', output), output[-2000:]
+        assert f'started on {name}' in run.coordinator_log  # it was given collect tasks
+
+
+def test_every_process_stops(run: TwoHostRun) -> None:
+    assert run.left_in_a == []  # the pipeline stopped its own workers on host A
+    assert run.host_b_codes == {name: 0 for _, name in HOST_B_WORKERS}, run.host_b_output
