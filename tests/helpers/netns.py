@@ -47,10 +47,12 @@ def namespaces_unavailable() -> str | None:
 
 @dataclass
 class Host:
-    """One namespace: its name, its address on the link, and the processes started in it."""
+    """One namespace: its name, its address on the link, the link's interface name (for ``GLOO_SOCKET_IFNAME``),
+    and the processes started in it."""
 
     namespace: str
     address: str
+    interface: str
     processes: list[subprocess.Popen[Any]] = field(default_factory=list)
 
     def command(self, args: Sequence[str]) -> list[str]:
@@ -140,21 +142,19 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
     hosts; kills their processes and deletes the namespaces on the way out."""
     pid = os.getpid()
     subnet = f'{SUBNET_PREFIX}.{pid % 256}'
-    host_a = Host(f'ding{pid}a', f'{subnet}.1')
-    host_b = Host(f'ding{pid}b', f'{subnet}.2')
     # interface names are at most 15 characters; both ends are created in the root namespace, then moved
-    links = {host_a.namespace: f'dv{pid}a', host_b.namespace: f'dv{pid}b'}
+    host_a = Host(f'ding{pid}a', f'{subnet}.1', f'dv{pid}a')
+    host_b = Host(f'ding{pid}b', f'{subnet}.2', f'dv{pid}b')
     made: list[Host] = []
     try:
         for host in (host_a, host_b):
             _ip('netns', 'add', host.namespace)
             made.append(host)
-        _ip('link', 'add', links[host_a.namespace], 'type', 'veth', 'peer', 'name', links[host_b.namespace])
+        _ip('link', 'add', host_a.interface, 'type', 'veth', 'peer', 'name', host_b.interface)
         for host in (host_a, host_b):
-            link = links[host.namespace]
-            _ip('link', 'set', link, 'netns', host.namespace)
-            _ip('-n', host.namespace, 'addr', 'add', f'{host.address}/30', 'dev', link)
-            _ip('-n', host.namespace, 'link', 'set', link, 'up')
+            _ip('link', 'set', host.interface, 'netns', host.namespace)
+            _ip('-n', host.namespace, 'addr', 'add', f'{host.address}/30', 'dev', host.interface)
+            _ip('-n', host.namespace, 'link', 'set', host.interface, 'up')
             _ip('-n', host.namespace, 'link', 'set', 'lo', 'up')
         yield host_a, host_b
     finally:
@@ -165,4 +165,4 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
             for host in made:
                 subprocess.run([IP, 'netns', 'del', host.namespace], capture_output=True)
             # a veth end still in the root namespace (setup failed before moving it) goes with its peer
-            subprocess.run([IP, 'link', 'del', links[host_a.namespace]], capture_output=True)
+            subprocess.run([IP, 'link', 'del', host_a.interface], capture_output=True)
