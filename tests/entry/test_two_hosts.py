@@ -28,12 +28,10 @@ from tests.helpers.wait import wait_until
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
-SYSTEM = os.path.join(ROOT, 'configs', 'parallel_two_hosts.py')
+SYSTEM = os.path.join(ROOT, 'configs', 'parallel_two_hosts_two_learners.py')
 EXP = 'two_hosts'
 SECRET = 'two-hosts-test-secret-0123456789abcdef'
-COORDINATOR_PORT = 22270
-COLLECTOR_PORT = 22272
-HOST_B_WORKERS = (('collector', 'collector0'), ('collector', 'collector1'))
+HOST_B_WORKERS = (('learner', 'learner1'), ('collector', 'collector0'))
 # A local run solves in 7-15 s; the tail of asynchronous DQN (docs/parallel.md) gets room, speed is not the point.
 RUN_BUDGET = 300
 SUMMARY = re.compile(rf'\[ding\] {EXP}: SOLVED \| stop value 195 \| env steps (\d+) \| train iters (\d+)')
@@ -51,7 +49,7 @@ class TwoHostRun:
     coordinator_log: str
 
 
-def write_config(path: Path, host_a: Host) -> None:
+def write_config(path: Path) -> None:
     """The user's config on host A: the CartPole experiment, the two-host system config, and this run's changes."""
     path.write_text(
         f'base = [{EXPERIMENT!r}, {SYSTEM!r}]\n'
@@ -59,22 +57,20 @@ def write_config(path: Path, host_a: Host) -> None:
         f'    exp_name={EXP!r},\n'
         # the experiment's evaluation every 0.1 s (the system config's 1 s misses DQN's first window at 200)
         '    policy=dict(other=dict(commander=dict(eval_interval=0.1))),\n'
-        ')\n'
-        # the collectors call back the coordinator at its host: host A's address on the link (a namespace has
-        # no outbound route, so the wildcard's outbound address would be 127.0.0.1, which host B cannot reach)
-        f'system_config = dict(coordinator=dict(host={host_a.address!r}))\n',
+        ')\n',
         encoding='utf-8',
     )
 
 
-def host_env(host_b: Host, shared: Path) -> dict[str, str]:
-    """The environment of both hosts: the system config's variables and the run secret."""
+def host_env(host: Host, host_a: Host, host_b: Host, shared: Path) -> dict[str, str]:
+    """The environment on ``host``: the system config's variables, the run secret, and the interface gloo
+    uses between the learners (it would take the address the machine's host name resolves to: 127.0.0.1 here)."""
     return child_env(
         DING_SHARED_DIR=str(shared),
-        DING_COLLECTOR_HOST=host_b.address,
-        DING_COORDINATOR_PORT=str(COORDINATOR_PORT),
-        DING_COLLECTOR_PORT=str(COLLECTOR_PORT),
+        DING_HOST_A=host_a.address,
+        DING_HOST_B=host_b.address,
         DING_RUN_SECRET=SECRET,
+        GLOO_SOCKET_IFNAME=host.interface,
         DING_PROGRESS='0',
         OMP_NUM_THREADS='1',
     )
@@ -96,16 +92,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
     host_b_dir.mkdir()
     logs: list[IO[Any]] = []
     with two_hosts() as (host_a, host_b):
-        env = host_env(host_b, shared)
         config = host_a_dir / 'two_hosts_run.py'
-        write_config(config, host_a)
+        write_config(config)
         try:
             pipeline_log = open(host_a_dir / 'pipeline.log', 'wb')
             logs.append(pipeline_log)
             pipeline = host_a.start(
                 [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', str(config), '-s', '0'],
                 cwd=host_a_dir,
-                env=env,
+                env=host_env(host_a, host_a, host_b, shared),
                 stdout=pipeline_log,
             )
             # host B: the compiled config is the one file its workers need from host A
@@ -119,7 +114,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
                     [sys.executable, '-m', 'ding.entry.parallel_worker', '--role', role, '--name', name,
                      '--config', str(parallel_config)],
                     cwd=host_b_dir,
-                    env=env,
+                    env=host_env(host_b, host_a, host_b, shared),
                     stdout=log,
                 )
             try:
@@ -157,7 +152,8 @@ def test_the_run_solves_cartpole_across_the_two_hosts(run: TwoHostRun) -> None:
 def test_host_b_workers_served_the_coordinator_on_their_own_address(run: TwoHostRun) -> None:
     for name, output in run.host_b_output.items():
         assert re.search(rf'ding parallel worker {name}: serving on 10\.231\.\d+\.2:\d+', output), output[-2000:]
-        assert f'started on {name}' in run.coordinator_log  # it was given collect tasks
+        assert f'connected to {name.rstrip("0123456789")} {name} (10.231.' in run.coordinator_log
+    assert 'started on collector0' in run.coordinator_log  # host B's collector was given collect tasks
 
 
 def test_every_process_stops(run: TwoHostRun) -> None:
