@@ -108,14 +108,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
             wait_until(parallel_config.exists, 120, interval=0.1, what='parallel_config.json', proc=pipeline)
             workers = {}
             for role, name in HOST_B_WORKERS:
-                log = open(host_b_dir / f'{name}.log', 'wb')
-                logs.append(log)
+                worker_log = open(host_b_dir / f'{name}.log', 'wb')
+                logs.append(worker_log)
+                worker = [sys.executable, '-m', 'ding.entry.parallel_worker', '--config', str(parallel_config)]
                 workers[name] = host_b.start(
-                    [sys.executable, '-m', 'ding.entry.parallel_worker', '--role', role, '--name', name,
-                     '--config', str(parallel_config)],
+                    [*worker, '--role', role, '--name', name],
                     cwd=host_b_dir,
                     env=host_env(host_b, host_a, host_b, shared),
-                    stdout=log,
+                    stdout=worker_log,
                 )
             try:
                 pipeline.wait(RUN_BUDGET)
@@ -125,7 +125,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
             # remote workers stay resident between runs: SIGTERM is how their host stops them
             for proc in workers.values():
                 proc.terminate()
-            codes = {}
+            codes: dict[str, int | None] = {}
             for name, proc in workers.items():
                 try:
                     codes[name] = proc.wait(30)
