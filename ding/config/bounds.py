@@ -38,6 +38,7 @@ BOUNDS = {
     'send_policy_freq': ('int', '[1, inf)'),
     'update_policy_second': ('number', '[0, inf)'),
     'comm_batches': ('int', '[1, inf)'),
+    'multi_learner.timeout': ('number', '(0, inf)'),
     'max_staleness': ('number', '[0, inf]'),
     'max_use': ('number', '(0, inf]'),
     # async pipeline: policy.async_actor (ding.worker.async_actor.config)
@@ -47,6 +48,15 @@ BOUNDS = {
     'async_actor.trajectory_queue_size': ('int', '[1, inf)'),
     'async_actor.staging_queue_size': ('int', '[1, 2]'),
     'async_actor.updates_per_batch': ('int', '[1, inf)'),
+}
+
+# Key -> the values it may take (matched like BOUNDS): settings that name a mode.
+CHOICES = {
+    # parallel mode: several learners (policy.learn.learner.multi_learner, docs/parallel.md "Several learners")
+    'multi_learner.mode': ('failover', 'data_parallel'),
+    'multi_learner.assignment': ('random', 'bins'),
+    'multi_learner.on_group_done': ('assist', 'short'),
+    'multi_learner.backend': ('gloo', 'nccl'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
@@ -136,6 +146,7 @@ SYSTEM_BOUNDS = {
     'coordinator.request_retry_waiting': ('number', '[0, inf)'),
     'coordinator.reconnect_interval': ('number', '(0, inf)'),
     'coordinator.log_every_iter': ('int', '[1, inf)'),
+    'coordinator.collect_tasks_per_collector': ('int', '[1, inf)'),
     'coordinator.data_gc_interval': ('number', '(0, inf)'),
     'coordinator.data_gc_min_age': ('number', '[0, inf)'),
     'learner_gpu_num': ('int', '[0, inf)'),

@@ -49,7 +49,18 @@ PLATFORMS = ('local',)
 
 # Parallel-only keys (DI-engine names) with their defaults; they join the component defaults so the
 # strict sections accept them.
-PARALLEL_LEARNER_DEFAULTS = dict(learner_num=1, send_policy_freq=1)
+PARALLEL_LEARNER_DEFAULTS = dict(
+    learner_num=1,
+    send_policy_freq=1,
+    # several learners (docs/parallel.md, "Several learners"): 'failover' (spares that take over the one learner
+    # task when its learner dies) or 'data_parallel' (every learner trains the one policy: one torch.distributed
+    # group, gradients averaged every step); assignment of collectors' data to learners: 'random' (one shared
+    # pool) or 'bins' (learner r owns a fixed range of collectors); on_group_done (bins): 'assist' (a learner
+    # whose collectors are done reads the others' queues) or 'short' (the run ends when one group is exhausted);
+    # backend 'gloo' (CPU) or 'nccl' (GPU); timeout: seconds a rank waits for the others (joining, collectives)
+    multi_learner=dict(mode='failover', assignment='random', on_group_done='assist', backend='gloo', timeout=60.0),
+)
+DATA_PARALLEL = 'data_parallel'
 PARALLEL_COLLECTOR_DEFAULTS = dict(collector_num=1, update_policy_second=3)
 DEFAULT_SYSTEM: dict[str, Any] = dict(
     coordinator=dict(),
@@ -182,10 +193,45 @@ def parallel_transform(
 
     system.learner = workers('learner', learner_num, 'comm_learner', learner_host)
     system.collector = workers('collector', collector_num, 'comm_collector', collector_host)
+    if learner_num > 1 and data_parallel(main):
+        # The process group's rendezvous: rank 0 (learner0) opens it on its host.
+        rendezvous = {'host': system.learner.learner0['host'], 'port': coordinator.get('dist_port', 'auto')}
+        _resolve_port(rendezvous, 'coordinator.dist_port (the rendezvous of the learners, on learner0)', taken)
+        coordinator.dist_port = rendezvous['port']
     coordinator.learner = {k: [k, v['host'], v['port']] for k, v in system.learner.items()}
     coordinator.collector = {k: [k, v['host'], v['port']] for k, v in system.collector.items()}
     out.system = EasyDict(system)
     return out
+
+
+def data_parallel(main: Mapping[str, Any]) -> bool:
+    """Whether the learners of this (compiled) main config train one policy together."""
+    multi = main['policy']['learn']['learner'].get('multi_learner') or {}
+    return multi.get('mode') == DATA_PARALLEL
+
+
+def check_multi_learner(main: Mapping[str, Any]) -> None:
+    """Settings that only make sense together (``ConfigError`` naming the keys): with 'data_parallel', every
+    rank must train every batch it gets (a batch rejected by the learner's ``max_staleness`` would leave the
+    ranks one step apart), and 'bins' needs a collector for each learner."""
+    learner = main['policy']['learn']['learner']
+    if not data_parallel(main):
+        return
+    staleness = learner.get('max_staleness')
+    if staleness is not None and staleness != math.inf:
+        raise ConfigError(
+            'parallel config: policy.learn.learner.max_staleness must be left out with '
+            "multi_learner.mode='data_parallel' (a rank dropping a batch would leave the ranks one step apart); "
+            'bound the staleness in the coordinator instead: policy.other.replay_buffer.max_staleness'
+        )
+    learner_num = int(learner.get('learner_num', 1))
+    collector_num = int(main['policy']['collect']['collector'].get('collector_num', 1))
+    if learner['multi_learner'].get('assignment') == 'bins' and collector_num < learner_num:
+        raise ConfigError(
+            f"parallel config: multi_learner.assignment='bins' gives every learner its own collectors: "
+            f'policy.collect.collector.collector_num ({collector_num}) must be >= '
+            f'policy.learn.learner.learner_num ({learner_num})'
+        )
 
 
 # ---- main section -------------------------------------------------------------------------------
@@ -287,6 +333,7 @@ def compile_config_parallel(
     user_commander = ((user_cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
     main = deep_merge_dicts(defaults, user_cfg)
     coerce_integers(main, defaults)  # e.g. comm_batches=2.0: the workers check for an int
+    check_multi_learner(main)
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')
     commander = main.policy.other.commander

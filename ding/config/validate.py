@@ -20,6 +20,7 @@ from .bounds import (
     ALWAYS_KNOWN,
     BOUNDS,
     BOUNDS_SKIP,
+    CHOICES,
     NOT_EXCEEDING,
     PIPELINE_KEYS,
     STRICT_SECTIONS,
@@ -47,6 +48,7 @@ def validate_config(cfg: Mapping, defaults: Mapping | None = None, allow_unknown
     already_reported = {p.split(':', 1)[0] for p in problems}
     merged = deep_merge_dicts(defaults, cfg)
     _check_bounds(merged, '', problems, already_reported)
+    _check_choices(merged, '', problems)
     _check_cross_fields(merged, problems)
     raise_problems(problems)
 
@@ -250,7 +252,19 @@ def _check_bounds(
             problems.append(f'{key_path} = {_show(value)} is out of range: must be {bound.describe()}')
 
 
-def _bound_for(key_path: str, bounds: Mapping[str, tuple[str, str]] = BOUNDS) -> tuple[str, str] | None:
+def _check_choices(node: Mapping, path: str, problems: list[str]) -> None:
+    """Keys of ``CHOICES`` must hold one of their values."""
+    for key, value in node.items():
+        key_path = _join(path, str(key))
+        if isinstance(value, Mapping):
+            _check_choices(value, key_path, problems)
+            continue
+        allowed = _bound_for(key_path, CHOICES)
+        if allowed is not None and value not in allowed:
+            problems.append(f'{key_path} = {_show(value)} is not one of {list(allowed)}')
+
+
+def _bound_for(key_path: str, bounds: Mapping[str, Any] = BOUNDS) -> Any:
     parts = key_path.split('.')
     for suffix, spec in bounds.items():
         want = suffix.split('.')

@@ -16,6 +16,8 @@ import torch
 from easydict import EasyDict
 
 from ding.config.merge import deep_merge_dicts
+from ding.utils.pytorch_ddp_dist_helper import broadcast_module, get_world_size
+from ding.utils.pytorch_ddp_dist_helper import sync_gradients as sync_gradients_over_ranks
 from ding.utils.registry import MODEL_REGISTRY, import_module
 
 _MODES = ('learn', 'collect', 'eval', 'command')
@@ -76,6 +78,10 @@ class Policy(ABC):
             self._model = self._create_model(self._cfg, model)
             if self._cuda:
                 self._model.to(self._device)
+            # Data parallel: every rank's learner starts from rank 0's weights (before _init_learn copies target
+            # networks). Only learn-enabled policies take part: a collect/eval-only copy on one rank must not block.
+            if 'learn' in self._enable_field and get_world_size() > 1:
+                broadcast_module(self._model, src=0)
         self._modes: dict[str, _PolicyMode] = {}
         for field in self._enable_field:
             getattr(self, f'_init_{field}')()
@@ -95,6 +101,13 @@ class Policy(ABC):
     def default_model(self) -> tuple[str, list[str]]:
         """(model registry name, modules to import) used when ``cfg.model.type`` is absent."""
         raise NotImplementedError(f'{type(self).__name__} needs cfg.model.type or a default_model()')
+
+    def sync_gradients(self, model: torch.nn.Module, weight: float = 1.0) -> None:
+        """Average ``model``'s gradients over the ranks, weighted by ``weight`` (this rank's sample count).
+
+        Called between ``backward()`` and gradient clipping / the optimizer step; a no-op in a single process.
+        """
+        sync_gradients_over_ranks(model.parameters(), weight)
 
     # ---- mode initialisers (override the ones the algorithm supports) --------------------------
     @abstractmethod

@@ -138,6 +138,7 @@ class DQNPolicy(Policy):
 
         self._optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.sync_gradients(self._model, weight=obs.shape[0])  # data parallel: mean over every rank's batch
         self._optimizer.step()
         self._update_target()
 

@@ -207,6 +207,8 @@ class IMPALAPolicy(Policy):
         total, terms = self._loss(batch, logit[:-1], value)
         self._optimizer.zero_grad(set_to_none=True)
         total.backward()
+        # The losses average over valid steps: weight by their count (APPO shares this step).
+        self.sync_gradients(self._model, weight=float(batch['mask'].sum()))
         if self._grad_norm:
             grad_norm = torch.nn.utils.clip_grad_norm_(self._params, self._grad_norm)
         else:

@@ -11,6 +11,7 @@ import torch.nn as nn
 from ding.rl_utils import RunningMeanStd, ppo_data, ppo_error
 from ding.rl_utils.gae import gae, gae_data
 from ding.utils.collate import default_collate
+from ding.utils.pytorch_ddp_dist_helper import broadcast_module
 from ding.utils.registry import POLICY_REGISTRY
 
 from .common_utils import build_adam
@@ -88,6 +89,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
             raise ValueError('PPOPolicy: priority / priority_IS_weight are not supported (on-policy data)')
         if lcfg.ppo_param_init:
             self._init_params()
+            broadcast_module(self._model, src=0)  # the re-initialisation drew from each rank's own RNG
         self._optimizer = build_adam(self._model.parameters(), lcfg.learning_rate)
         self._epoch_per_collect = int(lcfg.epoch_per_collect)
         self._batch_size = int(lcfg.batch_size)
@@ -214,6 +216,7 @@ class PPOPolicy(OnPolicyActorCriticBase):
                 )
                 self._optimizer.zero_grad(set_to_none=True)
                 total.backward()
+                self.sync_gradients(self._model, weight=idx.numel())  # before clipping: every rank clips the same
                 if self._grad_clip_type == 'clip_norm':
                     torch.nn.utils.clip_grad_norm_(self._params, self._grad_clip_value)
                 elif self._grad_clip_type == 'clip_value':

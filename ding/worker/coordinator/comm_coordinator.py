@@ -15,6 +15,7 @@ from ding.utils.atomic_file import STORAGE_REFUSAL
 from ding.utils.jsonable import to_jsonable
 from ding.utils.tls import TlsSettings
 
+from .group_tasks import GroupTasks
 from .learn_task_payload import learn_task_payload
 from .resource_manager import NaiveResourceManager
 from .worker_links import CLOSING, FAILED, LOST, OK, WorkerLink, WorkerLinks
@@ -56,6 +57,15 @@ class CommCoordinator:
         self._collector_request_timeout = float(cfg.get('collector_request_timeout', 30))
         self._remain_task_lock = threading.Lock()
         self._remain_tasks: dict[str, threading.Thread] = {}
+        self._group_tasks = GroupTasks(
+            self._links,
+            callback_fn,
+            logger,
+            self._system_cfg,
+            self._path,
+            self._track,
+            self._learner_request_timeout,
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -195,6 +205,11 @@ class CommCoordinator:
         learner could take it now (none idle, or the chosen one turned out to be gone).
         """
         task_id = learner_task['task_id']
+        make_group = self._callback_fn.get('learner_group')
+        group = make_group(learner_task) if make_group is not None else None
+        if group is not None:  # data-parallel learners: every learner takes the task as one rank
+            multi_cfg = (learner_task.get('learner_cfg') or {}).get('multi_learner') or {}
+            return self._group_tasks.send(learner_task, group, dict(multi_cfg))
         assigned = self._links.resource_manager.assign_learner(learner_task)
         if assigned is None:
             return False
@@ -386,7 +401,9 @@ class CommCoordinator:
                 if isinstance(data, dict):
                     data = [data]
                 if data:
-                    cb['deal_with_collector_send_data'](task_id, buffer_id, data)
+                    route = cb.get('collector_buffer')  # data-parallel learners with bins: the collector's bin
+                    target = route(buffer_id, worker.name) if route is not None else buffer_id
+                    cb['deal_with_collector_send_data'](task_id, target, data)
         finally:
             if not finished and self._closing:
                 self._links.close_on_worker(worker, conn, 'collector_close_task', task_id, timeout=2.0)

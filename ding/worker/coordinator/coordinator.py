@@ -18,6 +18,7 @@ from .base_parallel_commander import create_parallel_commander
 from .comm_coordinator import CommCoordinator
 from .coordinator_config import COORDINATOR_DEFAULTS
 from .data_plane import DataPlane
+from .learner_group import GroupData, LearnerGroups
 from .run_state import STATE_FILE, LearnProgress, RunStateFile
 from .scheduler import TaskScheduler
 from .service_control import CoordinatorControl
@@ -108,8 +109,16 @@ class Coordinator:
             resume=resume,
             run_started=float(run_started) if run_started is not None else time.time(),
         )
+        self._groups = LearnerGroups(
+            len(self._cfg.system.coordinator.get('learner') or {}),
+            GroupData(self._data.sample, self._data.buffer_size, self._data.wait_for_data, self._collection_over),
+            self._data.ensure_buffer,
+            self.info,
+        )
         callbacks: dict[str, Callable] = {name: getattr(self, name) for name in TASK_CALLBACKS}
         callbacks.update(
+            learner_group=self._groups.for_task,
+            collector_buffer=self._groups.route,
             deal_with_worker_change=lambda: self._scheduler.notify_change(),
             deal_with_learner_started=lambda task, answer: self._scheduler.learner_started(task, answer),
             wait_for_data=self._data.wait_for_data,
@@ -326,14 +335,25 @@ class Coordinator:
             f'{kind} task {task_id} finished: episodes {finished_task.get("episode_count")}, steps '
             f'{finished_task.get("step_count")}, reward_mean {finished_task.get("reward_mean")}'
         )
-        if shutdown:
-            self._shutdown(
-                getattr(self._commander, 'end_reason', '') or 'the commander ended the run',
-                solved=bool(getattr(self._commander, 'solved', False)),
-            )
+        if shutdown and self._groups.draining():
+            # data-parallel learners on consumed-once data: the run ends once they trained what is left
+            self.info('the collection is over; the learners train the samples left in their queues')
+        elif shutdown:
+            self._end_for_commander()
         else:
             self._check_limits()
         self._scheduler.notify_change()
+
+    def _end_for_commander(self) -> None:
+        self._shutdown(
+            getattr(self._commander, 'end_reason', '') or 'the commander ended the run',
+            solved=bool(getattr(self._commander, 'solved', False)),
+        )
+
+    def _collection_over(self) -> bool:
+        """No more collector tasks will come (every sample of the run has been pushed)."""
+        with self._commander_lock:
+            return bool(self._commander.end_flag)
 
     def deal_with_collector_fail_task(
         self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
@@ -376,8 +396,11 @@ class Coordinator:
         with self._commander_lock:
             buffer_id = self._commander.finish_learner_task(task_id, finished_task)
         self.info(f'learner task {task_id} finished')
-        self._data.close_buffer(buffer_id)
+        for one in self._groups.buffers_of(buffer_id) if buffer_id is not None else []:
+            self._data.close_buffer(one)
         self._scheduler.notify_change()
+        if self._collection_over() and not self._groups.draining():
+            self._end_for_commander()  # e.g. data-parallel learners trained every sample of a finite run
 
     def deal_with_learner_fail_task(
         self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
@@ -430,5 +453,6 @@ class Coordinator:
             'best_eval_return': self.best_eval_return,
             'buffer_stale_removed': self._data.stale_removed(),
             'failed_tasks': self.failed_tasks,
+            'multi_learner': self._groups.stats(),  # data-parallel learners: rounds, duplicates, samples left
             'wall_time': (time.time() - self.start_time) if self.start_time else 0.0,
         }

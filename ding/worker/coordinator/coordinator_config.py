@@ -39,4 +39,7 @@ COORDINATOR_DEFAULTS: dict[str, Any] = dict(
     data_gc_min_age=60.0,
     keep_data=False,
     operator_server=dict(),
+    # multi_learner.mode='data_parallel': the port learner0 (rank 0) opens for the learners' process group;
+    # 'auto': a free one on learner0's host (give it explicitly when learner0 is on another machine)
+    dist_port='auto',
 )

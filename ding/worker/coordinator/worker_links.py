@@ -304,13 +304,21 @@ class WorkerLinks:
         return FAILED, result
 
     def close_on_worker(
-        self, worker: WorkerLink, conn: Any, name: str, task_id: str, timeout: float = 5.0
+        self,
+        worker: WorkerLink,
+        conn: Any,
+        name: str,
+        task_id: str,
+        timeout: float = 5.0,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Send a close task; used at the normal end of a task, after a failed one and (shorter) at shutdown."""
+        """Send a close task; used at the normal end of a task, after a failed one and (shorter) at shutdown.
+        ``extra``: more fields of its task_info (e.g. a data-parallel rank's ``stop_at_iter``)."""
         if conn is None or not conn.is_connected:
             return {}
         try:
-            task = conn.new_task({'name': name, 'task_info': {'task_id': task_id}}, timeout=timeout).start()
+            task_info = {'task_id': task_id, **(extra or {})}
+            task = conn.new_task({'name': name, 'task_info': task_info}, timeout=timeout).start()
             task.join(timeout + 1.0)
         except Exception as exc:
             self._logger.info(f'[CommCoordinator] {name} for {task_id} on {worker.name}: {exc}')

@@ -17,6 +17,7 @@ import copy
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +35,7 @@ from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_learner import BaseCommLearner
 from .batch_loader import BatchLoader
+from .dist_group import DistSettings
 from .learn_task_exchange import POLL_S, LearnTaskExchange
 from .learner_run import LearnerRun
 from .learner_slave import LearnerSlave
@@ -215,7 +217,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if not, ``SendPolicyHook`` skips building and snapshotting a state dict that would only be replaced
         (and the run's last weights are published when it ends)."""
         run = self._run
-        if run is None or self._publisher is None:
+        if run is None or self._publisher is None or not run.publishes:
             return False
         due = self._publisher.due(run)
         if not due:
@@ -228,7 +230,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
         The learner thread only snapshots the weights; the write happens on the publisher thread.
         """
         run = self._run
-        if run is not None and self._publisher is not None:
+        if run is not None and self._publisher is not None and run.publishes:
             run.publish_skipped = False
             self._publisher.submit(run, cpu_snapshot(state_dict['model']), int(state_dict['iter']))
 
@@ -258,6 +260,7 @@ class FlaskFileSystemLearner(BaseCommLearner):
             raise TaskFail(message="learner_start_task: task_info must be a dict with a string 'task_id'")
         task_id = task_info['task_id']
         settings = self._task_settings(task_id, task_info)  # before anything stops, imports or writes
+        group = self._group_settings(task_id, task_info)
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'learner_start_task {task_id}: the comm learner is closing')
@@ -272,23 +275,34 @@ class FlaskFileSystemLearner(BaseCommLearner):
                     )
             self._live_exchange().drain()
             try:
+                if group is not None:  # every rank joins before its policy is built (which broadcasts rank 0's)
+                    self._logger.info(f'learner task {task_id}: joining the process group as {group.describe()}')
+                    joined = time.monotonic()
+                    group.join()
+                    self._logger.info(f'learner task {task_id}: joined in {time.monotonic() - joined:.2f}s')
                 run = self._prepare_run(settings, task_info)
             except TaskFail:
+                if group is not None:
+                    group.leave()
                 raise
             except Exception as exc:
+                if group is not None:
+                    group.leave()
                 self._logger.exception(f'learner_start_task {task_id}: cannot create the learner')
                 raise TaskFail(
                     # a config the task cannot run with fails on every learner: the coordinator ends the run
                     {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else None,
                     message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
                 ) from exc
+            run.group = group
             self._run = self._live_exchange().run = run
             run.thread = threading.Thread(
                 target=self._learner_loop, args=(run,), daemon=True, name=f'ding-{self._cfg.name}-learner'
             )
             run.thread.start()
-            # Answer once the weights are published: collectors started after this find the policy file.
-            while not run.published.wait(POLL_S):
+            # Answer once the weights are published: collectors started after this find the policy file
+            # (only rank 0 of a group publishes).
+            while run.publishes and not run.published.wait(POLL_S):
                 if run.finished.is_set():
                     raise TaskFail(message=run.ended_message(f'learner_start_task {task_id}'))
         self._logger.info(
@@ -318,6 +332,13 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 {'task_id': task_id, **refusal},
                 f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
             ) from exc
+
+    def _group_settings(self, task_id: str, task_info: dict[str, Any]) -> DistSettings | None:
+        """The task's data-parallel group (``dist``), None when it trains alone; a bad field is a config refusal."""
+        try:
+            return DistSettings.of(task_info)
+        except ConfigError as exc:
+            raise TaskFail({'task_id': task_id, CONFIG_REFUSAL: True}, f'learner_start_task {task_id}: {exc}') from exc
 
     def _prepare_run(self, settings: TaskSettings, task_info: dict[str, Any]) -> LearnerRun:
         self._send_policy_freq = settings.send_policy_freq
@@ -352,6 +373,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
             except Exception as exc:
                 self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
             # The run's last weights are on disk before anyone is told it ended.
+            if run.group is not None:  # a peer still waiting in a collective for this rank fails now
+                run.group.leave()
             if self._publisher is not None and not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
                 self._logger.error(
                     f'learner task {run.task_id}: the last policy file was not written within {self._cfg.stop_timeout}s'
@@ -392,8 +415,14 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if task_id is not None and task_id != run.task_id:
             # Nothing of that task runs here (e.g. it was moved elsewhere): closed already.
             return {'message': 'learner task has closed', 'task_id': task_id, 'last_iter': 0}
+        stop_iter = task_info.get('stop_at_iter') if isinstance(task_info, dict) else None
         with self._lifecycle_lock:
-            self._stop_run(run, 'closed by learner_close_task')
+            if isinstance(stop_iter, int) and not isinstance(stop_iter, bool):
+                # A rank of a data-parallel group: train the batches it holds, then stop where every rank stops.
+                if not run.stop_at(stop_iter, 'closed by learner_close_task', float(self._cfg.stop_timeout)):
+                    self._logger.error(f'learner task {run.task_id}: the learner thread did not stop in time')
+            else:
+                self._stop_run(run, 'closed by learner_close_task')
         return {
             'message': 'learner task has closed',
             'task_id': run.task_id,

@@ -271,6 +271,7 @@ class LearnTaskExchange:
         )
         if info['learner_done']:
             run.reason = 'finished'
+        run.reached_stop_iter()  # a data-parallel close: every rank stops after the same iteration
         if self.hand_over_info(run, info):
             run.last_info_clock = (time.perf_counter(), time.process_time(), time.thread_time())
             if run.first_info_clock is None:

@@ -132,6 +132,9 @@ class LearnerRun:
         self.ending = threading.Event()  # set: nothing may block on this run's queues any more
         self.finished = threading.Event()  # set: the learner thread ended and the learner is closed
         self.published = threading.Event()  # set: the weights were published once (before_run)
+        self.group: Any = None  # the data-parallel group of this task (``DistSettings``), None when it trains alone
+        # A data-parallel close: the learner stops once this many iterations are done (every rank at the same one)
+        self.stop_iter: int | None = None
         self.publish_skipped = False  # SendPolicyHook skipped weights since the last ones were submitted
         self.publish_error: str | None = None  # why the last policy file could not be written (logged once)
         # A checkpoint or policy file the disk refused (the path and what was not saved): the task ends with it
@@ -170,6 +173,11 @@ class LearnerRun:
         self.trained_version: int | None = None  # learner iteration that trained the last reported batch
         self.batches_handed = 0
         self.trained_batches = 0
+
+    @property
+    def publishes(self) -> bool:
+        """Whether this task publishes the policy file (rank 0 of a data-parallel group, or a task alone)."""
+        return self.group is None or self.group.rank == 0
 
     def take_info_group(self, ask_now: bool = False) -> list[dict[str, Any]]:
         """The learn infos grouped so far (see ``LearnTaskExchange.hand_over_info``), leaving none;
@@ -242,6 +250,26 @@ class LearnerRun:
             self.learner.stop()  # again: a learner that was just starting clears the flag
             thread.join(_POLL_S)
         return not thread.is_alive()
+
+    def stop_at(self, stop_iter: int, reason: str, timeout: float) -> bool:
+        """Stop once ``stop_iter`` iterations are done (``iterations_done``: the batches it was given, equal on
+        every rank of a group, so every rank stops after the same iteration and none waits in a collective
+        for a rank that left); waits up to ``timeout`` seconds like ``stop``."""
+        deadline = time.monotonic() + timeout
+        self.stop_iter = int(stop_iter)
+        while not self.finished.is_set() and iterations_done(self.learner) < self.stop_iter:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_S)
+        return self.stop(reason, max(0.0, deadline - time.monotonic()))
+
+    def reached_stop_iter(self) -> bool:
+        """After an iteration (training thread): whether a ``stop_at`` target is reached; the learner then
+        stops before asking for another batch."""
+        if self.stop_iter is not None and iterations_done(self.learner) >= self.stop_iter:
+            self.learner.stop()
+            return True
+        return False
 
     def storage_failed(self, message: str) -> None:
         """A file of this run could not be written (``message`` names it and what was not saved): the learner
