@@ -27,7 +27,9 @@ from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENT = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
+EXPERIMENT = os.path.join(
+    ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_two_learners_config.py'
+)
 SYSTEM = os.path.join(ROOT, 'configs', 'parallel_two_hosts_two_learners.py')
 EXP = 'two_hosts'
 SECRET = 'two-hosts-test-secret-0123456789abcdef'
@@ -55,8 +57,9 @@ def write_config(path: Path) -> None:
         f'base = [{EXPERIMENT!r}, {SYSTEM!r}]\n'
         'main_config = dict(\n'
         f'    exp_name={EXP!r},\n'
-        # the experiment's evaluation every 0.1 s (the system config's 1 s misses DQN's first window at 200)
-        '    policy=dict(other=dict(commander=dict(eval_interval=0.1))),\n'
+        # an evaluation every 0.5 s: the one collector runs the evaluations too (the experiment's 0.1 s left it no
+        # time to collect), and the system config's 1 s can miss DQN's first window at 200
+        '    policy=dict(other=dict(commander=dict(eval_interval=0.5))),\n'
         ')\n',
         encoding='utf-8',
     )
