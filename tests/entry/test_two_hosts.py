@@ -49,6 +49,7 @@ class TwoHostRun:
     host_b_output: dict[str, str]
     left_in_a: list[int]
     coordinator_log: str
+    learner1_log: str
 
 
 def write_config(path: Path) -> None:
@@ -141,6 +142,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
                 host_b_output={name: read(host_b_dir / f'{name}.log') for name in workers},
                 left_in_a=left_in_a,
                 coordinator_log=read(host_a_dir / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt'),
+                learner1_log=read(host_b_dir / EXP / 'log' / 'comm_learner1' / 'comm_learner1_logger.txt'),
             )
         finally:
             for log in logs:
@@ -157,6 +159,14 @@ def test_host_b_workers_served_the_coordinator_on_their_own_address(run: TwoHost
         assert re.search(rf'ding parallel worker {name}: serving on 10\.231\.\d+\.2:\d+', output), output[-2000:]
         assert f'connected to {name.rstrip("0123456789")} {name} (10.231.' in run.coordinator_log
     assert 'started on collector0' in run.coordinator_log  # host B's collector was given collect tasks
+
+
+def test_the_learners_trained_as_one_group_across_the_hosts(run: TwoHostRun) -> None:
+    # the rendezvous is on host A (learner0, rank 0), at the port the system config names
+    group = r'started on 2 ranks \(learner0, learner1\), process group at tcp://10\.231\.\d+\.1:22274'
+    assert re.search(group, run.coordinator_log), run.coordinator_log[-3000:]
+    assert 'joining the process group as rank 1 of 2' in run.learner1_log, run.learner1_log[-3000:]
+    assert re.search(r'ended \(.*\) at iteration [1-9]\d*', run.learner1_log), run.learner1_log[-3000:]
 
 
 def test_every_process_stops(run: TwoHostRun) -> None:
