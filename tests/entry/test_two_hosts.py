@@ -50,20 +50,25 @@ class TwoHostRun:
     left_in_a: list[int]
     coordinator_log: str
     learner1_log: str
+    collector0_log: str
 
 
-def write_config(path: Path) -> None:
-    """The user's config on host A: the CartPole experiment, the two-host system config, and this run's changes."""
-    path.write_text(
-        f'base = [{EXPERIMENT!r}, {SYSTEM!r}]\n'
-        'main_config = dict(\n'
-        f'    exp_name={EXP!r},\n'
-        # an evaluation every 0.5 s: the one collector runs the evaluations too (the experiment's 0.1 s left it no
-        # time to collect), and the system config's 1 s can miss DQN's first window at 200
-        '    policy=dict(other=dict(commander=dict(eval_interval=0.5))),\n'
-        ')\n',
-        encoding='utf-8',
-    )
+# The user's config on host A: the CartPole experiment, the two-host system config, and this run's changes.
+USER_CONFIG = """\
+base = [{experiment!r}, {system!r}]
+main_config = dict(
+    exp_name={exp!r},
+    policy=dict(
+        # an evaluation every 0.5 s: the one collector runs the evaluations too (the experiment's 0.1 s left it
+        # no time to collect), and the system config's 1 s can miss DQN's first window at 200
+        other=dict(commander=dict(eval_interval=0.5)),
+        # the weights cross the link too: host B's collector fetches them from learner0's run service
+        collect=dict(collector=dict(policy_transport='http')),
+    ),
+    # the run service on every interface of each host; learner0 hands out its own host (host A) with its port
+    service=dict(enable=True, host='0.0.0.0', port=0),
+)
+"""
 
 
 def host_env(host: Host, host_a: Host, host_b: Host, shared: Path) -> dict[str, str]:
@@ -97,7 +102,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
     logs: list[IO[Any]] = []
     with two_hosts() as (host_a, host_b):
         config = host_a_dir / 'two_hosts_run.py'
-        write_config(config)
+        config.write_text(USER_CONFIG.format(experiment=EXPERIMENT, system=SYSTEM, exp=EXP), encoding='utf-8')
         try:
             pipeline_log = open(host_a_dir / 'pipeline.log', 'wb')
             logs.append(pipeline_log)
@@ -143,6 +148,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHostRun]:
                 left_in_a=left_in_a,
                 coordinator_log=read(host_a_dir / EXP / 'log' / 'coordinator' / 'coordinator_logger.txt'),
                 learner1_log=read(host_b_dir / EXP / 'log' / 'comm_learner1' / 'comm_learner1_logger.txt'),
+                collector0_log=read(host_b_dir / EXP / 'log' / 'comm_collector0' / 'comm_collector0_logger.txt'),
             )
         finally:
             for log in logs:
@@ -167,6 +173,12 @@ def test_the_learners_trained_as_one_group_across_the_hosts(run: TwoHostRun) -> 
     assert re.search(group, run.coordinator_log), run.coordinator_log[-3000:]
     assert 'joining the process group as rank 1 of 2' in run.learner1_log, run.learner1_log[-3000:]
     assert re.search(r'ended \(.*\) at iteration [1-9]\d*', run.learner1_log), run.learner1_log[-3000:]
+
+
+def test_host_b_collector_took_the_weights_from_host_a_over_http(run: TwoHostRun) -> None:
+    assert re.search(r'loaded policy_iter [1-9]\d* from 10\.231\.\d+\.1:\d+', run.collector0_log), run.collector0_log[
+        -3000:
+    ]
 
 
 def test_every_process_stops(run: TwoHostRun) -> None:
