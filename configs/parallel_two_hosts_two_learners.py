@@ -40,6 +40,9 @@ main_config = dict(
         # learners"), whose rendezvous rank 0 opens on host A at coordinator.dist_port
         learn=dict(learner=dict(learner_num=2, multi_learner=dict(mode='data_parallel'))),
         collect=dict(collector=dict(collector_num=1)),
+        # an evaluation every 0.5 s at most: the one collector runs them between its collect tasks (an experiment's
+        # 0.1 s left it no time to collect; parallel_one_host.py's 1 s can miss DQN's first window at 200)
+        other=dict(commander=dict(eval_interval=0.5)),
     ),
 )
 

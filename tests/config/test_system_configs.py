@@ -96,6 +96,7 @@ def test_parallel_two_hosts_two_learners_splits_the_learners_between_the_hosts(t
     assert out.system.coordinator.collector == {'collector0': ['collector0', '192.0.2.2', 22273]}
     assert out.system.coordinator.dist_port == 22274  # the learner group's rendezvous, on learner0's host
     assert out.main.policy.learn.learner.multi_learner.mode == 'data_parallel'
+    assert out.main.policy.other.commander.eval_interval == 0.5
     assert out.system.path_data == str(tmp_path / 'nfs' / 'cartpole_dqn_seed0' / 'data')
 
 

@@ -58,13 +58,8 @@ USER_CONFIG = """\
 base = [{experiment!r}, {system!r}]
 main_config = dict(
     exp_name={exp!r},
-    policy=dict(
-        # an evaluation every 0.5 s: the one collector runs the evaluations too (the experiment's 0.1 s left it
-        # no time to collect), and the system config's 1 s can miss DQN's first window at 200
-        other=dict(commander=dict(eval_interval=0.5)),
-        # the weights cross the link too: host B's collector fetches them from learner0's run service
-        collect=dict(collector=dict(policy_transport='http')),
-    ),
+    # the weights cross the link too: host B's collector fetches them from learner0's run service
+    policy=dict(collect=dict(collector=dict(policy_transport='http'))),
     # the run service on every interface of each host; learner0 hands out its own host (host A) with its port
     service=dict(enable=True, host='0.0.0.0', port=0),
 )
