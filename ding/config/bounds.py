@@ -146,7 +146,6 @@ SYSTEM_BOUNDS = {
     'coordinator.request_retry_waiting': ('number', '[0, inf)'),
     'coordinator.reconnect_interval': ('number', '(0, inf)'),
     'coordinator.log_every_iter': ('int', '[1, inf)'),
-    'coordinator.collect_tasks_per_collector': ('int', '[1, inf)'),
     'coordinator.data_gc_interval': ('number', '(0, inf)'),
     'coordinator.data_gc_min_age': ('number', '[0, inf)'),
     'learner_gpu_num': ('int', '[0, inf)'),

@@ -110,3 +110,50 @@ def test_parallel_transform_refuses_what_it_cannot_fill(in_tmp):
         parallel_transform(_raw(communication_mode='manual'))
     with pytest.raises(ConfigError, match='port must be'):
         parallel_transform(_raw(coordinator=dict(port=70000)))
+
+
+TWO_LEARNERS = os.path.join(
+    ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_two_learners_config.py'
+)
+
+
+def test_two_learner_config_gets_a_rendezvous_port_on_learner0(in_tmp):
+    main, create, system = read_config(TWO_LEARNERS)
+    cfg = compile_config_parallel(main, create, system, save_cfg=False)
+    multi = cfg.main.policy.learn.learner.multi_learner
+    assert multi.mode == 'data_parallel' and multi.assignment == 'random' and multi.backend == 'gloo'
+    assert sorted(cfg.system.learner) == ['learner0', 'learner1']
+    port = cfg.system.coordinator.dist_port
+    taken = [cfg.system.coordinator.port] + [e.port for k in ('learner', 'collector') for e in cfg.system[k].values()]
+    assert isinstance(port, int) and port not in taken and _free(port)
+    # the failover default keeps no rendezvous
+    main, create, system = read_config(CONFIG)
+    assert compile_config_parallel(main, create, system, save_cfg=False).system.coordinator.dist_port == 'auto'
+
+
+@pytest.mark.parametrize(
+    'change, message',
+    [
+        (dict(mode='data_paralel'), "multi_learner.mode = str 'data_paralel' is not one of"),
+        (dict(assignment='bin'), 'multi_learner.assignment'),
+        (dict(on_group_done='help'), 'multi_learner.on_group_done'),
+        (dict(timeout=0), 'multi_learner.timeout'),
+    ],
+)
+def test_bad_multi_learner_settings_are_named(in_tmp, change, message):
+    main, create, system = read_config(TWO_LEARNERS)
+    main.policy.learn.learner.multi_learner.update(change)
+    with pytest.raises(ConfigError, match=message):
+        compile_config_parallel(main, create, system, save_cfg=False)
+
+
+def test_data_parallel_refuses_what_would_break_the_lock_step(in_tmp):
+    main, create, system = read_config(TWO_LEARNERS)
+    main.policy.learn.learner.max_staleness = 100
+    with pytest.raises(ConfigError, match='max_staleness must be left out'):
+        compile_config_parallel(main, create, system, save_cfg=False)
+    main, create, system = read_config(TWO_LEARNERS)
+    main.policy.learn.learner.learner_num = 3
+    main.policy.learn.learner.multi_learner.assignment = 'bins'
+    with pytest.raises(ConfigError, match=r'collector_num \(2\) must be >= policy.learn.learner.learner_num \(3\)'):
+        compile_config_parallel(main, create, system, save_cfg=False)

@@ -119,3 +119,14 @@ def test_bins_short_ends_when_one_bin_is_exhausted(short_run):
     assert group['assisted_batches'] == 0
     assert 'short' in group['finish_reason']
     assert_lock_step(short_run, group)
+
+
+def test_two_learner_cartpole_config_solves(tmp_path, monkeypatch):
+    """The shipped config: two data-parallel learners on the shared replay buffer reach the stop value."""
+    monkeypatch.chdir(tmp_path)
+    result = parallel_pipeline(CONFIG, seed=0)
+    assert result.solved, result.reason
+    group = group_of(result)
+    assert group['assignment'] == 'random' and group['rounds'] > 0
+    assert group['served_batches'][0] == group['served_batches'][1]
+    assert worker_pids(str(tmp_path)) == []

@@ -178,6 +178,9 @@ class Coordinator:
         self._data.close(keep_data=bool(self._coor_cfg.keep_data))
         with self._commander_lock:
             self._commander.close()
+        group = self._groups.describe()
+        if group is not None:  # data-parallel learners: rounds, samples two ranks trained, samples left
+            self.info(f'learner group: {group}')
         self.info(f'coordinator closed ({self._shutdown_reason or "no stop reason"})')
         close_logger(self._logger)
 

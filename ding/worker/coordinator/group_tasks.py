@@ -99,7 +99,9 @@ class GroupTasks:
     def _init_method(self, rank0: WorkerLink) -> str:
         port = (self._system_cfg.get('coordinator') or {}).get('dist_port')
         if not isinstance(port, int):
-            raise ValueError(f'coordinator.dist_port must be resolved to a port for data-parallel learners, got {port!r}')
+            raise ValueError(
+                f'coordinator.dist_port must be resolved to a port for data-parallel learners, got {port!r}'
+            )
         return f'tcp://{rank0.host}:{port}'
 
     # ---- start ---------------------------------------------------------------------------------------------
@@ -219,7 +221,10 @@ class GroupTasks:
 
         while alive() and not group.finished:
             outcome, demand = self._links.request(
-                worker, conn, {'name': 'learner_get_data_task', 'task_info': {'task_id': task_id}}, self._request_timeout
+                worker,
+                conn,
+                {'name': 'learner_get_data_task', 'task_info': {'task_id': task_id}},
+                self._request_timeout,
             )
             if outcome == CLOSING:
                 break

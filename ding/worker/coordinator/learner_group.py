@@ -209,7 +209,8 @@ class LearnerGroup:
         for rank, source in enumerate(sources):
             batches = []
             for _ in range(num_batches):
-                batch = self._data.sample(source, batch_size, cur_iter)
+                batch = self._take(source, batch_size, cur_iter) if self.consumed_once else None
+                batch = batch or self._data.sample(source, batch_size, cur_iter)
                 if batch is None:  # replay data (not consumed): what was drawn goes back unused
                     return None
                 batches.append(batch)
@@ -255,9 +256,7 @@ class LearnerGroup:
             return None
         pool: list[dict] = []
         for b in buffers:
-            n = self._data.count(b)
-            if n:
-                pool.extend(self._data.sample(b, n, cur_iter) or [])
+            pool.extend(self._take(b, self._data.count(b), cur_iter))
         pool = pool[: slots * batch_size]
         self.left_samples += left - len(pool)
         cuts = [len(pool) * i // slots for i in range(slots + 1)]
@@ -265,6 +264,23 @@ class LearnerGroup:
         round_ = [batches[r * num_batches : (r + 1) * num_batches] for r in range(self.world_size)]
         self._count_duplicates(round_)
         return round_
+
+    def _take(self, buffer_id: str, size: int, cur_iter: int) -> list[dict]:
+        """Up to ``size`` distinct samples of consumed-once data: a prioritized draw may pick one sample twice
+        (it is consumed once all the same), so the copies are dropped and more drawn."""
+        taken: list[dict] = []
+        seen: set[str] = set()
+        while len(taken) < size:
+            want = min(size - len(taken), self._data.count(buffer_id))
+            drawn = self._data.sample(buffer_id, want, cur_iter) if want > 0 else None
+            if not drawn:
+                break
+            for meta in drawn:
+                key = str(meta.get('data_id'))
+                if key not in seen:
+                    seen.add(key)
+                    taken.append(meta)
+        return taken
 
     def _count_duplicates(self, round_: list[list[list[dict]]]) -> None:
         owners: Counter[str] = Counter()
@@ -297,8 +313,8 @@ class LearnerGroup:
     def describe(self) -> str:
         s = self.stats()
         return (
-            f"{s['world_size']} ranks, {s['assignment']}: {s['rounds']} rounds, {s['served_samples']} samples served, "
-            f"{s['duplicate_samples']} trained by two ranks in one round ({100 * s['duplicate_rate']:.2f}%), "
+            f'{s["world_size"]} ranks, {s["assignment"]}: {s["rounds"]} rounds, {s["served_samples"]} samples served, '
+            f'{s["duplicate_samples"]} trained by two ranks in one round ({100 * s["duplicate_rate"]:.2f}%), '
             f"{s['assisted_batches']} batches read from another rank's buffer, {s['left_samples']} samples left"
         )
 
@@ -366,6 +382,10 @@ class LearnerGroups:
     def stats(self) -> dict[str, Any] | None:
         group = self.last
         return group.stats() if group is not None else None
+
+    def describe(self) -> str | None:
+        group = self.last
+        return group.describe() if group is not None else None
 
 
 __all__ = ['ASSIGNMENTS', 'GROUP_DONE', 'GroupData', 'LearnerGroup', 'LearnerGroups', 'bin_buffer_id', 'collector_bin']

@@ -19,6 +19,12 @@ from ding.utils.pytorch_ddp_dist_helper import dist_finalize, dist_init
 BACKENDS = ('gloo', 'nccl')
 
 
+def _int_field(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f'learner task: dist.{key} must be an int >= 0, got {value!r}')
+    return value
+
+
 @dataclass(frozen=True)
 class DistSettings:
     """The ``dist`` field of a start task."""
@@ -37,10 +43,8 @@ class DistSettings:
             return None
         if not isinstance(dist, dict):
             raise ConfigError(f'learner task: dist must be a dict, got {dist!r}')
-        rank, world_size = dist.get('rank'), dist.get('world_size')
-        for key, value in (('rank', rank), ('world_size', world_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f'learner task: dist.{key} must be an int >= 0, got {value!r}')
+        rank = _int_field(dist.get('rank'), 'rank')
+        world_size = _int_field(dist.get('world_size'), 'world_size')
         if not 0 <= rank < world_size:
             raise ConfigError(f'learner task: dist.rank {rank} is not below dist.world_size {world_size}')
         init_method = dist.get('init_method')
