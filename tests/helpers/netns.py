@@ -41,8 +41,15 @@ def namespaces_unavailable() -> str | None:
     made = subprocess.run([IP, 'netns', 'add', probe], capture_output=True, text=True)
     if made.returncode != 0:
         return f'cannot create a network namespace: {made.stderr.strip()}'
-    subprocess.run([IP, 'netns', 'del', probe], capture_output=True)
-    return None
+    try:  # a veth pair inside the probe namespace (no veth module, no link): goes with the namespace
+        link = subprocess.run(
+            [IP, '-n', probe, 'link', 'add', 'probea', 'type', 'veth', 'peer', 'name', 'probeb'],
+            capture_output=True,
+            text=True,
+        )
+        return None if link.returncode == 0 else f'cannot create a veth pair: {link.stderr.strip()}'
+    finally:
+        subprocess.run([IP, 'netns', 'del', probe], capture_output=True)
 
 
 @dataclass
@@ -142,7 +149,7 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
     hosts; kills their processes and deletes the namespaces on the way out."""
     pid = os.getpid()
     subnet = f'{SUBNET_PREFIX}.{pid % 256}'
-    # interface names are at most 15 characters; both ends are created in the root namespace, then moved
+    # interface names are at most 15 characters
     host_a = Host(f'ding{pid}a', f'{subnet}.1', f'dv{pid}a')
     host_b = Host(f'ding{pid}b', f'{subnet}.2', f'dv{pid}b')
     made: list[Host] = []
@@ -150,9 +157,22 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
         for host in (host_a, host_b):
             _ip('netns', 'add', host.namespace)
             made.append(host)
-        _ip('link', 'add', host_a.interface, 'type', 'veth', 'peer', 'name', host_b.interface)
+        # made inside the namespaces: nothing of the pair ever appears in the machine's own namespace
+        _ip(
+            '-n',
+            host_a.namespace,
+            'link',
+            'add',
+            host_a.interface,
+            'type',
+            'veth',
+            'peer',
+            'name',
+            host_b.interface,
+            'netns',
+            host_b.namespace,
+        )
         for host in (host_a, host_b):
-            _ip('link', 'set', host.interface, 'netns', host.namespace)
             _ip('-n', host.namespace, 'addr', 'add', f'{host.address}/30', 'dev', host.interface)
             _ip('-n', host.namespace, 'link', 'set', host.interface, 'up')
             _ip('-n', host.namespace, 'link', 'set', 'lo', 'up')
@@ -162,7 +182,5 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
             for host in made:
                 host.kill_all()
         finally:
-            for host in made:
+            for host in made:  # the veth pair goes with them
                 subprocess.run([IP, 'netns', 'del', host.namespace], capture_output=True)
-            # a veth end still in the root namespace (setup failed before moving it) goes with its peer
-            subprocess.run([IP, 'link', 'del', host_a.interface], capture_output=True)
