@@ -195,9 +195,24 @@ def parallel_transform(
     system.collector = workers('collector', collector_num, 'comm_collector', collector_host)
     if learner_num > 1 and data_parallel(main):
         # The process group's rendezvous: rank 0 (learner0) opens it on its host.
-        rendezvous = {'host': system.learner.learner0['host'], 'port': coordinator.get('dist_port', 'auto')}
-        _resolve_port(rendezvous, 'coordinator.dist_port (the rendezvous of the learners, on learner0)', taken)
-        coordinator.dist_port = rendezvous['port']
+        port = coordinator.get('dist_port')
+        if port not in (None, 'auto') and (
+            isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535
+        ):
+            raise ConfigError(
+                f"system config: coordinator.dist_port must be None, 'auto' or an int in [1, 65535], got {port!r}"
+            )
+        host = system.learner.learner0['host']
+        if port in (None, 'auto'):
+            bind_host = '0.0.0.0' if host in ('0.0.0.0', '') else host
+            if not can_bind(bind_host):
+                raise ConfigError(
+                    f"system config: coordinator.dist_port is 'auto' but learner0's host '{host}' (where the "
+                    'learners meet) is not this machine; give coordinator.dist_port explicitly'
+                )
+            port = find_free_port(bind_host, taken)
+        taken.add(port)
+        coordinator.dist_port = port
     coordinator.learner = {k: [k, v['host'], v['port']] for k, v in system.learner.items()}
     coordinator.collector = {k: [k, v['host'], v['port']] for k, v in system.collector.items()}
     out.system = EasyDict(system)

@@ -12,7 +12,6 @@ import os
 from collections.abc import Iterable
 from datetime import timedelta
 from types import TracebackType
-from typing import Literal
 from urllib.parse import urlsplit
 
 import torch
@@ -20,7 +19,6 @@ import torch.distributed as dist
 
 BACKENDS = ('gloo', 'nccl')
 REDUCE_OPS = ('sum', 'mean', 'max', 'min')
-ENV_KEYS = ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE')
 
 
 # ---- who am I -----------------------------------------------------------------------------------
@@ -82,8 +80,8 @@ def dist_init(
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f'dist_init: timeout must be a number of seconds > 0, got {timeout!r}')
     if init_method is None:
-        missing = [k for k in ENV_KEYS if k not in os.environ and not (k == 'RANK' and rank is not None)]
-        missing = [k for k in missing if not (k == 'WORLD_SIZE' and world_size is not None)]
+        needed = ['MASTER_ADDR', 'MASTER_PORT'] + ['RANK'] * (rank is None) + ['WORLD_SIZE'] * (world_size is None)
+        missing = [k for k in needed if k not in os.environ]
         if missing:
             raise ValueError(f'dist_init: init_method=None (env://) needs the environment variable(s) {missing}')
         rank = _int_field(os.environ['RANK'] if rank is None else rank, 'rank')
@@ -189,7 +187,9 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     With ``weight`` = the number of samples in this rank's batch and a loss that is the mean over the batch,
     the result is the gradient of the mean loss over the union of the batches. One flat all-reduce carries the
     gradients and the weight. A parameter without a gradient counts as zeros (and gets a zero gradient); a
-    rank with ``weight=0`` contributes nothing. If every weight is 0 the gradients become zeros.
+    rank with ``weight=0`` contributes nothing (not even NaNs). A non-finite gradient on a rank with a weight
+    makes every rank's gradients non-finite, so a NaN guard skips the step on every rank together. If every
+    weight is 0 the gradients become zeros.
     """
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
         raise ValueError(f'sync_gradients: weight must be a finite number >= 0, got {weight!r}')
@@ -209,7 +209,10 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     weight_cell = torch.tensor([float(weight)], dtype=dtype, device=device)
     flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [weight_cell])
     values = flat[:-1]
-    values.mul_(float(weight))
+    if weight == 0:
+        values.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+    else:
+        values.mul_(float(weight))
     dist.all_reduce(flat)
     total = float(flat[-1])
     if total > 0:
@@ -239,8 +242,9 @@ def all_ranks(flag: bool) -> bool:
     return _flag_reduce(flag, dist.ReduceOp.MIN) if get_world_size() > 1 else bool(flag)
 
 
-def allreduce_data(data: dict[str, float], op: Literal['sum', 'mean', 'max', 'min'] = 'sum') -> dict[str, float]:
-    """``data`` reduced over the ranks key by key (one all-reduce); every rank must pass the same keys."""
+def allreduce_data(data: dict[str, float], op: str = 'sum') -> dict[str, float]:
+    """``data`` reduced over the ranks key by key with ``op`` (``sum``, ``mean``, ``max`` or ``min``) in one
+    all-reduce; every rank must pass the same keys."""
     if op not in REDUCE_OPS:
         raise ValueError(f'allreduce_data: op must be one of {REDUCE_OPS}, got {op!r}')
     world_size = get_world_size()

@@ -129,6 +129,13 @@ def test_two_learner_config_gets_a_rendezvous_port_on_learner0(in_tmp):
     # the failover default keeps no rendezvous
     main, create, system = read_config(CONFIG)
     assert compile_config_parallel(main, create, system, save_cfg=False).system.coordinator.dist_port is None
+    # a port given for a multi-host run is kept; a bad one is named
+    main, create, system = read_config(TWO_LEARNERS)
+    system.coordinator.dist_port = 29577
+    assert compile_config_parallel(main, create, system, save_cfg=False).system.coordinator.dist_port == 29577
+    system.coordinator.dist_port = 70000
+    with pytest.raises(ConfigError, match='coordinator.dist_port'):
+        compile_config_parallel(main, create, system, save_cfg=False)
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,19 @@
 """Data-parallel policies: two rank processes, each training on half of a batch, end with the same parameters
-as one process training on the whole batch (DQN and PPO), and start from rank 0's weights."""
+as one process training on the whole batch (DQN, PPO, A2C, IMPALA, APPO), and start from rank 0's weights."""
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 
-from ding.policy import DQNPolicy, PPOPolicy
+from ding.policy import A2CPolicy, APPOPolicy, DQNPolicy, IMPALAPolicy, PPOPolicy
 from ding.utils.pytorch_ddp_dist_helper import DDPContext
 from tests.helpers.dist_ranks import run_ranks, write_result
+from tests.helpers.unrolls import CueRecall, UnrollCollector, cue_recall_policy
 
 STEPS = 3
-JOINT = 16  # samples in the joint batch; each of the 2 ranks trains on half
+JOINT = 16  # samples (DQN, PPO) or env columns of an unroll (IMPALA, APPO) in the joint batch
 DQN_CFG = dict(
     type='dqn',
     model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[16, 16]),
@@ -29,6 +33,11 @@ PPO_CFG = dict(
     ),  # fmt: skip
     learn=dict(epoch_per_collect=2, batch_size=JOINT, learning_rate=0.01, adv_norm=False, value_norm=False),
 )
+A2C_CFG = dict(type='a2c', model=PPO_CFG['model'], learn=dict(batch_size=JOINT, learning_rate=0.01, adv_norm=False))
+
+
+def with_learn(cfg: dict, **learn) -> dict:
+    return {**cfg, 'learn': {**cfg['learn'], **learn}}
 
 
 def dqn_batch() -> list[dict]:
@@ -59,45 +68,86 @@ def ppo_batch() -> list[dict]:
     ]
 
 
-def with_learn(cfg: dict, **learn) -> dict:
-    return {**cfg, 'learn': {**cfg['learn'], **learn}}
+def unroll_batch() -> dict[str, Any]:
+    """One unroll of ``JOINT`` cue-recall envs; rank 0's half has fewer valid steps than rank 1's, so the
+    ranks' weights (their valid steps) differ."""
+    torch.manual_seed(3)
+    batch = UnrollCollector(cue_recall_policy(IMPALAPolicy), CueRecall(JOINT, seed=3)).collect(12)
+    batch['mask'][-6:, : JOINT // 4] = 0.0
+    return batch
 
 
-def train(policy_cls, cfg: dict, data: list[dict], seed: int) -> list[list[float]]:
+def rows(batch: list[dict], rank: int) -> list[dict]:
+    return batch[rank * JOINT // 2 : (rank + 1) * JOINT // 2]
+
+
+def columns(batch: dict[str, Any], rank: int) -> dict[str, Any]:
+    """Rank ``rank``'s half of the env columns (dim 1) of an unroll batch."""
+    half = slice(rank * JOINT // 2, (rank + 1) * JOINT // 2)
+    return {k: v[:, half] if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+# name -> (policy for a batch share, joint batch, a rank's half of it)
+ALGOS: dict[str, tuple[Callable[[int], Any], Callable[[], Any], Callable[[Any, int], Any]]] = {
+    'dqn': (lambda share: DQNPolicy(with_learn(DQN_CFG, batch_size=share)), dqn_batch, rows),
+    'ppo': (lambda share: PPOPolicy(with_learn(PPO_CFG, batch_size=share)), ppo_batch, rows),
+    'a2c': (lambda share: A2CPolicy(with_learn(A2C_CFG, batch_size=share)), ppo_batch, rows),
+    'impala': (lambda share: cue_recall_policy(IMPALAPolicy), unroll_batch, columns),
+    'appo': (lambda share: cue_recall_policy(APPOPolicy, adv_norm=False), unroll_batch, columns),
+}
+
+
+def train(make_policy: Callable[[int], Any], share: int, data: Any, seed: int, lr_zero: bool = False) -> list:
     """Parameters after ``STEPS`` learn calls on ``data``, the model built under ``seed``."""
     torch.manual_seed(seed)
-    policy = policy_cls(cfg)
+    policy = make_policy(share)
+    if lr_zero:
+        for group in policy._optimizer.param_groups:
+            group['lr'] = 0.0
     for _ in range(STEPS):
         policy.learn_mode.forward(data)
     return [p.detach().reshape(-1).tolist() for p in policy._model.parameters()]
 
 
-def _rank_main(rank: int, port: int, out_dir: str) -> None:
-    half = slice(rank * JOINT // 2, (rank + 1) * JOINT // 2)
+def _rank_main(rank: int, port: int, out_dir: str, batches: dict[str, Any]) -> None:
     with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=2, timeout=30):
+        if rank == 1:  # a collect/eval-only policy on one rank takes no part in the start-up broadcast
+            DQNPolicy(DQN_CFG, enable_field=['collect', 'eval'])
         # Each rank builds its model under its own seed: the policy broadcasts rank 0's weights.
         result = {
-            'dqn': train(DQNPolicy, with_learn(DQN_CFG, batch_size=JOINT // 2), dqn_batch()[half], seed=rank),
-            'ppo': train(PPOPolicy, with_learn(PPO_CFG, batch_size=JOINT // 2), ppo_batch()[half], seed=rank),
+            algo: train(make, JOINT // 2, split(batches[algo], rank), seed=rank)
+            for algo, (make, _, split) in ALGOS.items()
         }
     write_result(out_dir, rank, result)
 
 
 @pytest.fixture(scope='module')
-def ranks(tmp_path_factory):
-    return run_ranks(_rank_main, str(tmp_path_factory.mktemp('data_parallel')))
+def batches():
+    return {algo: batch() for algo, (_, batch, _) in ALGOS.items()}
+
+
+@pytest.fixture(scope='module')
+def single(batches):
+    """One process on the joint batch, trained and (learning rate 0) untrained. Computed before the ranks
+    are forked, so they inherit the modules the first optimizer imports instead of importing them twice."""
+    return {
+        algo: (train(make, JOINT, batches[algo], seed=0), train(make, JOINT, batches[algo], seed=0, lr_zero=True))
+        for algo, (make, _, _) in ALGOS.items()
+    }
+
+
+@pytest.fixture(scope='module')
+def ranks(single, batches, tmp_path_factory):
+    return run_ranks(_rank_main, str(tmp_path_factory.mktemp('data_parallel')), args=(batches,))
 
 
 def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
     return max(abs(x - y) for pa, pb in zip(a, b) for x, y in zip(pa, pb))
 
 
-@pytest.mark.parametrize(
-    'algo, policy_cls, cfg, batch', [('dqn', DQNPolicy, DQN_CFG, dqn_batch), ('ppo', PPOPolicy, PPO_CFG, ppo_batch)]
-)
-def test_two_ranks_on_halves_equal_one_process_on_the_joint_batch(ranks, algo, policy_cls, cfg, batch):
+@pytest.mark.parametrize('algo', list(ALGOS))
+def test_two_ranks_on_halves_equal_one_process_on_the_joint_batch(ranks, single, algo):
     assert ranks[0][algo] == ranks[1][algo]  # identical on every rank, bit for bit
-    single = train(policy_cls, cfg, batch(), seed=0)
-    assert max_diff(ranks[0][algo], single) <= 1e-6
-    untrained = train(policy_cls, with_learn(cfg, learning_rate=0.0), batch(), seed=0)
-    assert max_diff(untrained, single) > 1e-3  # the comparison above is not vacuous
+    trained, untrained = single[algo]
+    assert max_diff(ranks[0][algo], trained) <= 1e-6
+    assert max_diff(untrained, trained) > 1e-3  # the comparison above is not vacuous

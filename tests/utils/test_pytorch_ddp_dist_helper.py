@@ -3,7 +3,9 @@ processes on 127.0.0.1 (gloo), started once for the module and checked by severa
 
 import pytest
 import torch
+import torch.distributed as dist
 
+from ding.config.parallel import find_free_port
 from ding.utils.pytorch_ddp_dist_helper import (
     DDPContext,
     all_ranks,
@@ -68,6 +70,17 @@ def test_env_init_names_the_missing_variables(monkeypatch):
         dist_init(rank=0, world_size=1)
 
 
+def test_env_init_joins_as_torchrun_would_and_the_context_leaves(monkeypatch):
+    monkeypatch.setenv('MASTER_ADDR', '127.0.0.1')
+    monkeypatch.setenv('MASTER_PORT', str(find_free_port()))
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setenv('WORLD_SIZE', '1')
+    with DDPContext(timeout=10) as ctx:
+        assert (ctx.rank, ctx.world_size) == (0, 1)
+        assert dist.is_initialized() and dist.get_backend() == 'gloo'
+    assert not dist.is_initialized()
+
+
 def test_sync_gradients_refuses_a_negative_or_non_finite_weight():
     for weight in (-1.0, float('nan'), float('inf')):
         with pytest.raises(ValueError, match='weight'):
@@ -107,10 +120,14 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
             layer.bias.grad = torch.ones_like(layer.bias)
         sync_gradients(layer.parameters(), weight=1.0 + 2.0 * rank)
         result['weighted'] = [layer.weight.grad.tolist(), layer.bias.grad.tolist()]
-        # A rank with weight 0 (an empty batch) contributes nothing: rank 0's gradients win.
-        layer.weight.grad = torch.full_like(layer.weight, 7.0 if rank == 0 else 100.0)
+        # A rank with weight 0 (an empty batch, whose mean loss is NaN) contributes nothing: rank 0's gradients win.
+        layer.weight.grad = torch.full_like(layer.weight, 7.0 if rank == 0 else float('nan'))
         sync_gradients(layer.parameters(), weight=0.0 if rank == 1 else 32)
         result['weight_0'] = layer.weight.grad.tolist()
+        # A NaN on a weighted rank reaches every rank: a NaN guard then skips the step everywhere together.
+        layer.weight.grad = torch.full_like(layer.weight, 1.0 if rank == 0 else float('inf'))
+        sync_gradients(layer.parameters(), weight=1.0)
+        result['non_finite_everywhere'] = not bool(torch.isfinite(layer.weight.grad).any())
         sync_gradients(layer.parameters(), weight=0.0)
         result['all_0'] = layer.weight.grad.tolist()
 
@@ -147,6 +164,7 @@ def test_sync_gradients_is_a_weighted_mean_where_weight_0_contributes_nothing(ra
         assert res['weighted'] == [[[3.25, 3.25]], [0.25]]
         assert res['weight_0'] == [[7.0, 7.0]]
         assert res['all_0'] == [[0.0, 0.0]]
+        assert res['non_finite_everywhere']
 
 
 def test_flags_and_data_reductions(ranks):

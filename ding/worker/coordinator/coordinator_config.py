@@ -40,7 +40,6 @@ COORDINATOR_DEFAULTS: dict[str, Any] = dict(
     keep_data=False,
     operator_server=dict(),
     # multi_learner.mode='data_parallel': the port learner0 (rank 0) opens for the learners' process group;
-    # None or 'auto': a free one on learner0's host (give it explicitly, an int, when the learners are on several
-    # machines); None as the default leaves the type free, as for coordinator.port
+    # None or 'auto': a free one on learner0's host (give it explicitly when learner0 is on another machine)
     dist_port=None,
 )

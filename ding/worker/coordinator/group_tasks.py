@@ -235,6 +235,8 @@ class GroupTasks:
             if batches is None:
                 break
             payload = learn_task_payload(demand, batches)
+            # Counted as sent: a learn task the coordinator stops waiting for (it closes) still reaches the rank.
+            group.accepted(rank, len(batches))
             outcome, result = self._links.request(
                 worker,
                 conn,
@@ -246,7 +248,6 @@ class GroupTasks:
             if outcome != OK:
                 run.fail(rank, f'learner_learn_task: {result.get("message")}', outcome == LOST)
                 break
-            group.accepted(rank, len(batches))
             infos = result.get('infos')
             if not isinstance(infos, list):
                 infos = [result.get('info', result)]
@@ -259,7 +260,7 @@ class GroupTasks:
                     self._cb['deal_with_learner_send_info'](task_id, buffer_id, info)
                 if done:
                     group.finish('the learner task is done')
-        run.rank_exited(timeout=5.0 if self._closing() else CLOSE_TIMEOUT)
+        run.rank_exited(timeout=2.0 if self._closing() else CLOSE_TIMEOUT)
         self._end_rank(run, rank)
 
     def _end_rank(self, run: GroupRun, rank: int) -> None:

@@ -129,7 +129,7 @@ class LearnerGroup:
             self._cond.notify_all()
 
     def accepted(self, rank: int, batches: int) -> None:
-        """Rank ``rank`` received the ``batches`` of its round (its learn task was delivered)."""
+        """Rank ``rank`` was sent the ``batches`` of its round (its learn task went out)."""
         with self._cond:
             self.served_batches[rank] += batches
 

@@ -8,10 +8,9 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from ding.utils.log_helper import pretty_table
+from ding.utils.pytorch_ddp_dist_helper import allreduce_data, get_world_size
 
 from .hook_base import LearnerHook, iterations_done, positive_int, register_learner_hook
 
@@ -110,26 +109,22 @@ class LogReduceHook(LearnerHook):
     """
 
     def __call__(self, engine: Any) -> None:
-        if not (dist.is_available() and dist.is_initialized()):
+        if get_world_size() == 1:
             return
         buffers = engine.log_buffer
-        slots: list[tuple[Any, str, Any]] = []  # (buffer, key, sub-key or None), in an order every rank agrees on
+        slots: dict[str, tuple[Any, str, Any]] = {}  # name -> (buffer, key, sub-key or None)
         for kind in ('scalar', 'scalars'):
             buf = buffers[kind]
-            for k in sorted(buf):
-                v = buf[k]
+            for k, v in buf.items():
                 if isinstance(v, dict):
-                    slots.extend((buf, k, sk) for sk in sorted(v) if _is_number(v[sk]))
+                    slots.update({f'{kind}\0{k}\0{sk}': (buf, k, sk) for sk in v if _is_number(v[sk])})
                 elif _is_number(v):
-                    slots.append((buf, k, None))
+                    slots[f'{kind}\0{k}'] = (buf, k, None)
         if not slots:
             return
-        values = [float(b[k] if sk is None else b[k][sk]) for b, k, sk in slots]
-        device = 'cuda' if dist.get_backend() == 'nccl' else 'cpu'
-        tensor = torch.tensor(values, dtype=torch.float64, device=device)
-        dist.all_reduce(tensor)
-        tensor /= dist.get_world_size()
-        for (b, k, sk), v in zip(slots, tensor.tolist()):
+        values = {name: float(b[k] if sk is None else b[k][sk]) for name, (b, k, sk) in slots.items()}
+        for name, v in allreduce_data(values, op='mean').items():
+            b, k, sk = slots[name]
             if sk is None:
                 b[k] = v
             else:

@@ -19,6 +19,8 @@ from .learn_task_data import DataIdRows, data_id_bound, demand_fields
 
 # How often a stop looks whether the learner thread ended (seconds).
 _POLL_S = 0.05
+# How long a data-parallel close waits for a learner that has trained every batch it holds (seconds).
+_IDLE_S = 0.5
 
 
 class InfoGroup:
@@ -257,8 +259,18 @@ class LearnerRun:
         for a rank that left); waits up to ``timeout`` seconds like ``stop``."""
         deadline = time.monotonic() + timeout
         self.stop_iter = int(stop_iter)
+        idle_since: float | None = None
         while not self.finished.is_set() and iterations_done(self.learner) < self.stop_iter:
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            # A learn task the coordinator counted but that never arrived: the learner trained all it was
+            # handed and waits for data; after a moment it cannot reach the target any more.
+            if self.pending or iterations_done(self.learner) < self.start_iter + self.batches_handed:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= _IDLE_S:
                 break
             time.sleep(_POLL_S)
         return self.stop(reason, max(0.0, deadline - time.monotonic()))

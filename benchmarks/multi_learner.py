@@ -1,0 +1,236 @@
+"""Data-parallel learners (issue #13): equivalence with one learner, and throughput of 1 vs N ranks.
+
+    python benchmarks/multi_learner.py [--part both|equivalence|throughput] [--ranks 2] [--steps 100]
+
+Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), one torch
+thread each.
+
+* **Equivalence** (``--part equivalence``): ``DQNPolicy`` (CartPole-sized model, Adam) trained for ``--updates``
+  updates on a fixed batch of ``--joint-batch`` samples, once in one process on the whole batch and once with
+  every rank on its share; the largest |parameter difference| to the single process is printed (target
+  <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
+* **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
+  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``: samples trained per second with 1 rank
+  and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), by wall clock and per rank CPU second (what the
+  ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
+  ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
+  call alone after a barrier (``--sync-repeats`` times), each with its share of the step.
+* **Assignment** (the lead's later section): duplicate-sample rate of random vs bins; see ``assignment_rows``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ding.config.parallel import find_free_port  # noqa: E402
+from ding.policy import DQNPolicy  # noqa: E402
+from ding.utils.pytorch_ddp_dist_helper import (  # noqa: E402
+    DDPContext,
+    all_ranks,
+    broadcast,
+    get_world_size,
+    sync_gradients,
+)
+
+DQN_CFG = dict(
+    type='dqn',
+    model=dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[128, 128, 64]),
+    learn=dict(learning_rate=1e-3, target_update_freq=20),
+)
+IN_DIM, HIDDEN, LAYERS, OUT_DIM = 64, 512, 4, 8
+
+
+# ---- running ranks ------------------------------------------------------------------------------
+def _rank_entry(target: Any, rank: int, world_size: int, port: int, args: argparse.Namespace, results: Any) -> None:
+    torch.set_num_threads(1)
+    with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=world_size, timeout=300):
+        results.put((rank, target(rank, args)))
+
+
+def run_group(target: Any, world_size: int, args: argparse.Namespace) -> list[Any]:
+    """``target(rank, args)`` in ``world_size`` fresh processes of one group; the results by rank."""
+    ctx = mp.get_context('spawn')
+    results = ctx.Queue()
+    port = find_free_port()
+    procs = [
+        ctx.Process(target=_rank_entry, args=(target, r, world_size, port, args, results)) for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        out = dict(results.get(timeout=600) for _ in procs)
+        for p in procs:
+            p.join(60)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [out[r] for r in range(world_size)]
+
+
+# ---- equivalence --------------------------------------------------------------------------------
+def dqn_data(n: int) -> list[dict[str, Any]]:
+    g = torch.Generator().manual_seed(0)
+    return [
+        {
+            'obs': torch.randn(4, generator=g),
+            'next_obs': torch.randn(4, generator=g),
+            'action': torch.randint(0, 2, (), generator=g),
+            'reward': torch.rand((), generator=g),
+            'done': i % 9 == 0,
+        }
+        for i in range(n)
+    ]
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def equivalence_rank(rank: int, args: argparse.Namespace) -> dict[str, Any]:
+    """DQN on this rank's share of the fixed batch; rank 0's parameters and whether ranks ever differed."""
+    world_size = get_world_size()
+    share = args.joint_batch // world_size
+    data = dqn_data(args.joint_batch)[rank * share : (rank + 1) * share]
+    torch.manual_seed(rank)  # different initial weights per rank: the policy broadcasts rank 0's
+    policy = DQNPolicy({**DQN_CFG, 'learn': {**DQN_CFG['learn'], 'batch_size': share}})
+    model = policy._model
+    always_equal = True
+    for _ in range(args.updates):
+        policy.learn_mode.forward(data)
+        mine = flat_params(model)
+        rank0 = mine.clone()
+        broadcast(rank0, src=0)
+        always_equal = all_ranks(bool(torch.equal(mine, rank0))) and always_equal
+    return {'params': flat_params(model).tolist(), 'always_equal': always_equal}
+
+
+def equivalence_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
+    single = run_group(equivalence_rank, 1, args)[0]
+    multi = run_group(equivalence_rank, args.ranks, args)
+    diff = max(abs(a - b) for a, b in zip(multi[0]['params'], single['params']))
+    return [
+        (f'DQN, {args.updates} updates, joint batch {args.joint_batch}', f'1 rank vs {args.ranks} ranks'),
+        ('max |param diff| (target <= 1e-6)', f'{diff:.2e}'),
+        ('ranks identical after every update', str(all(r['always_equal'] for r in multi))),
+    ]
+
+
+# ---- throughput ---------------------------------------------------------------------------------
+def mlp() -> nn.Module:
+    layers: list[nn.Module] = []
+    width = IN_DIM
+    for _ in range(LAYERS):
+        layers += [nn.Linear(width, HIDDEN), nn.ReLU()]
+        width = HIDDEN
+    layers.append(nn.Linear(width, OUT_DIM))
+    return nn.Sequential(*layers)
+
+
+def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
+    torch.manual_seed(0)
+    model = mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(args.batch, IN_DIM, generator=g), torch.randn(args.batch, OUT_DIM, generator=g)
+    sync_time = start = cpu_start = 0.0
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            all_ranks(True)  # a barrier: every rank starts the clock together
+            start, cpu_start, sync_time = time.perf_counter(), time.process_time(), 0.0
+        optimizer.zero_grad(set_to_none=True)
+        loss = (model(x) - y).pow(2).mean()
+        loss.backward()
+        t = time.perf_counter()
+        sync_gradients(model.parameters(), weight=args.batch)
+        sync_time += time.perf_counter() - t
+        optimizer.step()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    # The all-reduce alone: after a barrier, so no rank waits for a slower one's backward.
+    alone = 0.0
+    for _ in range(args.sync_repeats):
+        all_ranks(True)
+        t = time.perf_counter()
+        sync_gradients(model.parameters(), weight=args.batch)
+        alone += time.perf_counter() - t
+    return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
+
+
+def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
+    n_params = sum(p.numel() for p in mlp().parameters())
+    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.steps} steps',
+             'value')]  # fmt: skip
+    base = base_cpu = 0.0
+    for world_size in (1, args.ranks):
+        res = run_group(throughput_rank, world_size, args)
+        samples = world_size * args.batch * args.steps
+        elapsed = max(r['elapsed'] for r in res)
+        rate = samples / elapsed
+        # Per rank CPU second: what N ranks give when each has a core of its own (steadier on a busy machine).
+        cpu_rate = samples / (sum(r['cpu'] for r in res) / world_size)
+        step_ms = 1e3 * elapsed / args.steps
+        sync_ms = 1e3 * sum(r['sync'] for r in res) / world_size / args.steps
+        alone_ms = 1e3 * sum(r['alone'] for r in res) / world_size
+        base, base_cpu = base or rate, base_cpu or cpu_rate
+        rows += [
+            (f'{world_size} rank(s): samples/s, wall clock', f'{rate:.0f} ({rate / base:.2f}x)'),
+            (f'{world_size} rank(s): samples/s per rank CPU time', f'{cpu_rate:.0f} ({cpu_rate / base_cpu:.2f}x)'),
+            (f'{world_size} rank(s): step ms / sync_gradients ms in it (share)',
+             f'{step_ms:.1f} / {sync_ms:.2f} ({100 * sync_ms / step_ms:.1f}%)'),
+            (f'{world_size} rank(s): sync_gradients alone ms (share of step)',
+             f'{alone_ms:.2f} ({100 * alone_ms / step_ms:.1f}%)'),
+        ]  # fmt: skip
+    return rows
+
+
+# ---- assignment (added by the lead): duplicate-sample rate, random vs bins ------------------------
+def assignment_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Rows of the duplicate-sample rate under ``assignment: random`` and ``bins``; filled in with the
+    multi-learner parallel pipeline."""
+    return []
+
+
+def print_table(title: str, rows: list[tuple[str, str]]) -> None:
+    if not rows:
+        return
+    width = max(len(r[0]) for r in rows)
+    print(f'\n{title}\n' + '-' * (width + 30))
+    for name, value in rows:
+        print(f'{name.ljust(width)} | {value}')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--part', choices=('both', 'equivalence', 'throughput'), default='both')
+    parser.add_argument('--ranks', type=int, default=2)
+    parser.add_argument('--updates', type=int, default=100, help='equivalence: DQN updates')
+    parser.add_argument('--joint-batch', type=int, default=64, help='equivalence: samples over all ranks')
+    parser.add_argument('--batch', type=int, default=256, help='throughput: samples per rank per step')
+    parser.add_argument('--steps', type=int, default=100, help='throughput: timed steps')
+    parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
+    parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
+    args = parser.parse_args()
+    if args.joint_batch % args.ranks:
+        parser.error('--joint-batch must be a multiple of --ranks')
+    print(f'torch {torch.__version__}, {os.cpu_count()} CPUs, gloo, 1 torch thread per rank')
+    if args.part in ('both', 'equivalence'):
+        print_table('Equivalence', equivalence_rows(args))
+    if args.part in ('both', 'throughput'):
+        print_table('Throughput', throughput_rows(args))
+    print_table('Assignment', assignment_rows(args))
+
+
+if __name__ == '__main__':
+    main()
