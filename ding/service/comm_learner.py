@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ding.interaction.config import WILDCARD_HOSTS
 from ding.utils.tls import TlsSettings
 from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
 
@@ -34,9 +35,18 @@ class CommLearnerService(LearnerObserver):
     experiment directory). ``log`` gets its one-line messages (default: the ``ding.service`` logger)."""
 
     def __init__(
-        self, name: str, exp_name: str, log: Callable[[str], None] | None = None, tls: TlsSettings | None = None
+        self,
+        name: str,
+        exp_name: str,
+        log: Callable[[str], None] | None = None,
+        tls: TlsSettings | None = None,
+        worker_host: str | None = None,
     ) -> None:
         self._name = name
+        # the worker's own address (its system entry's host): what other machines reach this learner by, handed
+        # out with the weights' port when the service listens on every interface
+        self._worker_host = worker_host
+        self._service_host: str | None = None
         self._tls = tls  # the run's system.tls: this service then speaks HTTPS only
         self._exp_name = exp_name
         self._log = log or _LOG.info
@@ -53,6 +63,7 @@ class CommLearnerService(LearnerObserver):
             return
         runtime = self._runtime
         if runtime is None:
+            self._service_host = section.get('host')
             runtime = ServiceRuntime(
                 dict(section, port=0),
                 task_info.get('exp_name') or self._exp_name,
@@ -79,6 +90,10 @@ class CommLearnerService(LearnerObserver):
         runtime = self._runtime
         if runtime is None or runtime.server is None or runtime.weights is None:
             return None
+        host = self._worker_host
+        if self._service_host in WILDCARD_HOSTS and host and host not in WILDCARD_HOSTS:
+            # the server's own address would be 127.0.0.1: right for this machine only
+            return f'[{host}]:{runtime.server.port}' if ':' in host else f'{host}:{runtime.server.port}'
         return runtime.server.address
 
     def close(self) -> None:
@@ -99,6 +114,7 @@ def attach_comm_learner_service(comm: BaseCommLearner, log: Callable[[str], None
         cfg.get('exp_name', 'default_experiment'),
         log=log or log_to_comm,
         tls=TlsSettings.from_config(cfg.get('tls')),  # system.tls, put in the worker's config by parallel_worker
+        worker_host=cfg.get('host'),
     )
     comm.add_learner_observer(service)
     return service

@@ -28,7 +28,13 @@ def combined(tmp_path, *system_files):
 
 
 def test_every_system_config_is_tested_here():
-    assert SYSTEM_CONFIGS == ['json_logs.py', 'parallel_one_host.py', 'parallel_two_hosts.py', 'service.py']
+    assert SYSTEM_CONFIGS == [
+        'json_logs.py',
+        'parallel_one_host.py',
+        'parallel_two_hosts.py',
+        'parallel_two_hosts_two_learners.py',
+        'service.py',
+    ]
 
 
 @pytest.mark.parametrize('name', SYSTEM_CONFIGS)
@@ -73,6 +79,25 @@ def test_parallel_two_hosts_places_the_collectors_on_host_b(tmp_path, monkeypatc
     assert out.system.learner.learner0.host == '127.0.0.1'
     assert out.system.path_policy == str(tmp_path / 'nfs' / 'cartpole_dqn_seed0' / 'policy')
     assert out.system.collector.collector1.path_data == str(tmp_path / 'nfs' / 'cartpole_dqn_seed0' / 'data')
+
+
+def test_parallel_two_hosts_two_learners_splits_the_learners_between_the_hosts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('DING_HOST_A', '192.0.2.1')
+    monkeypatch.setenv('DING_HOST_B', '192.0.2.2')
+    monkeypatch.setenv('DING_SHARED_DIR', str(tmp_path / 'nfs'))
+    main, create, system = read_config(combined(tmp_path, 'parallel_two_hosts_two_learners.py'))
+    out = compile_config_parallel(main, create, system, seed=0, save_cfg=False)
+    assert out.system.coordinator.host == '192.0.2.1' and out.system.coordinator.port == 22270
+    assert out.system.coordinator.learner == {
+        'learner0': ['learner0', '192.0.2.1', 22271],
+        'learner1': ['learner1', '192.0.2.2', 22272],
+    }
+    assert out.system.coordinator.collector == {'collector0': ['collector0', '192.0.2.2', 22273]}
+    assert out.system.coordinator.dist_port == 22274  # the learner group's rendezvous, on learner0's host
+    assert out.main.policy.learn.learner.multi_learner.mode == 'data_parallel'
+    assert out.main.policy.other.commander.eval_interval == 0.5
+    assert out.system.path_data == str(tmp_path / 'nfs' / 'cartpole_dqn_seed0' / 'data')
 
 
 @pytest.mark.parametrize(
