@@ -67,6 +67,33 @@ def _manifest_text(manifest: dict) -> str:
     return '{\n' + ',\n'.join(lines) + '\n}\n'
 
 
+def _encode(state: dict, config_hash: str, origin: str) -> tuple[bytes, StateFlattener]:
+    """``state`` as the bytes of a checkpoint data file (safetensors, the skeleton in its metadata)."""
+    flat = StateFlattener()
+    skeleton = flat.value(state, ())
+    meta = {
+        'format_version': CHECKPOINT_FORMAT_VERSION,
+        'last_iter': as_int(state.get('last_iter')),
+        'last_step': as_int(state.get('last_step')),
+        'config_hash': config_hash,
+        'state': skeleton,
+    }
+    try:
+        meta_json = json.dumps(meta, separators=(',', ':'), allow_nan=False)
+    except ValueError as e:  # cannot happen for values StateFlattener accepted; keep the message useful anyway
+        raise TypeError(f'checkpoint {origin}: metadata is not JSON-serialisable: {e}') from e
+    data = encode_tensors(flat.tensors, {META_KEY: meta_json, 'format_version': str(CHECKPOINT_FORMAT_VERSION)})
+    return data, flat
+
+
+def encode_state(state: dict) -> bytes:
+    """``state`` (as ``save_checkpoint`` takes it) as bytes in the checkpoint format, for sending it whole (e.g.
+    rank 0's learner state to the other ranks); ``decode_state`` reads them back. No pickle either way."""
+    if not isinstance(state, dict):
+        raise TypeError(f'encode_state: state must be a dict, got {type(state).__name__}')
+    return _encode(state, '', '<in memory>')[0]
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict, config_hash: str = '', durable: bool = True) -> str:
     """Save ``state`` (nested dict of tensors / python values / objects with ``state_dict()``).
 
@@ -84,21 +111,8 @@ def save_checkpoint(path: str | os.PathLike, state: dict, config_hash: str = '',
     directory = os.path.dirname(final) or '.'
     os.makedirs(directory, exist_ok=True)
 
-    flat = StateFlattener()
-    skeleton = flat.value(state, ())
+    data, flat = _encode(state, config_hash, final)
     last_iter, last_step = as_int(state.get('last_iter')), as_int(state.get('last_step'))
-    meta = {
-        'format_version': CHECKPOINT_FORMAT_VERSION,
-        'last_iter': last_iter,
-        'last_step': last_step,
-        'config_hash': config_hash,
-        'state': skeleton,
-    }
-    try:
-        meta_json = json.dumps(meta, separators=(',', ':'), allow_nan=False)
-    except ValueError as e:  # cannot happen for values StateFlattener accepted; keep the message useful anyway
-        raise TypeError(f'checkpoint {final}: metadata is not JSON-serialisable: {e}') from e
-    data = encode_tensors(flat.tensors, {META_KEY: meta_json, 'format_version': str(CHECKPOINT_FORMAT_VERSION)})
 
     now = time.time()
     manifest = {
@@ -236,6 +250,15 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = 'cpu') -> dict:
         return _load_torch_file(path, map_location)
     path = _data_path(path)
     data, _ = _read_verified(path)
+    return _decode(data, path, map_location)
+
+
+def decode_state(data: bytes, origin: str, map_location: Any = 'cpu') -> dict:
+    """The state ``encode_state`` wrote into ``data``; ``CheckpointError`` naming ``origin`` when it is not one."""
+    return _decode(data, origin, map_location)
+
+
+def _decode(data: bytes, path: str, map_location: Any) -> dict:
     meta_json = _header_metadata(data, path).get(META_KEY)
     if meta_json is None:
         raise CheckpointError(f'checkpoint {path}: no {META_KEY!r} metadata; not written by ding')

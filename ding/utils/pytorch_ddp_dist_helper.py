@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 import torch
 import torch.distributed as dist
 
+from .checkpoint import decode_state, encode_state
+
 BACKENDS = ('gloo', 'nccl')
 REDUCE_OPS = ('sum', 'mean', 'max', 'min')
 
@@ -260,3 +262,30 @@ def allreduce_data(data: dict[str, float], op: str = 'sum') -> dict[str, float]:
     if op == 'mean':
         values /= world_size
     return dict(zip(keys, values.tolist()))
+
+
+def broadcast_state(state: dict | None, src: int = 0) -> dict:
+    """Rank ``src``'s ``state`` (a nested dict as a checkpoint holds: tensors, numbers, strings) on every rank.
+
+    Other ranks pass None (or anything: it is ignored). For what ``broadcast_module`` cannot align, e.g. the
+    optimizer moments a rank that rejoined a group lacks. The state travels in the checkpoint format (two
+    broadcasts: its length, then its bytes), never pickled. Without a group, returns ``state`` unchanged.
+    """
+    if get_world_size() == 1:
+        if state is None:
+            raise ValueError('broadcast_state: a single process must pass its state')
+        return state
+    rank, device = get_rank(), _comm_device()
+    if rank == src:
+        if state is None:
+            raise ValueError(f'broadcast_state: rank {src} (the source) passed no state')
+        data = encode_state(state)
+        size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+        dist.broadcast(size, src)
+        dist.broadcast(torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device), src)
+        return state
+    size = torch.zeros(1, dtype=torch.int64, device=device)
+    dist.broadcast(size, src)
+    payload = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    dist.broadcast(payload, src)
+    return decode_state(payload.cpu().numpy().tobytes(), f'the state broadcast by rank {src}')

@@ -14,6 +14,7 @@ from ding.utils.pytorch_ddp_dist_helper import (
     any_rank,
     broadcast,
     broadcast_module,
+    broadcast_state,
     dist_finalize,
     dist_init,
     get_rank,
@@ -134,6 +135,26 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         result['flags'] = [any_rank(rank == 1), all_ranks(rank == 1), any_rank(False), all_ranks(True)]
         data = {'loss': 1.0 + rank, 'steps': 10.0 * rank}
         result['data'] = {op: allreduce_data(data, op=op) for op in ('sum', 'mean', 'max', 'min')}
+
+        # A rank that rejoined has fresh Adam moments; rank 0 has trained: after taking rank 0's state, one more
+        # synced step leaves both ranks with the same weights and moments (without it they would drift apart).
+        torch.manual_seed(0)
+        net = torch.nn.Linear(3, 2)
+        opt = torch.optim.Adam(net.parameters(), lr=0.1)
+        if rank == 0:
+            for _ in range(3):
+                opt.zero_grad()
+                net(torch.randn(4, 3)).pow(2).sum().backward()
+                opt.step()
+        state = broadcast_state({'net': net.state_dict(), 'opt': opt.state_dict(), 'iter': 3} if rank == 0 else None)
+        net.load_state_dict(state['net'])
+        opt.load_state_dict(state['opt'])
+        opt.zero_grad()
+        net(torch.full((4, 3), rank + 1.0)).pow(2).sum().backward()
+        sync_gradients(net.parameters())
+        opt.step()
+        result['state_iter'] = state['iter']
+        result['after_step'] = [net.weight.tolist(), opt.state_dict()['state'][0]['exp_avg_sq'].tolist()]
     result['after'] = [get_rank(), get_world_size()]
     write_result(out_dir, rank, result)
 
@@ -176,3 +197,8 @@ def test_flags_and_data_reductions(ranks):
             'max': {'loss': 2.0, 'steps': 10.0},
             'min': {'loss': 1.0, 'steps': 0.0},
         }
+
+
+def test_broadcast_state_gives_every_rank_rank_0s_weights_and_optimizer_moments(ranks):
+    assert ranks[1]['state_iter'] == 3
+    assert ranks[0]['after_step'] == ranks[1]['after_step']

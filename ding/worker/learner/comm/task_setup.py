@@ -10,6 +10,7 @@ from typing import Any
 
 from ding.config.errors import ConfigError
 from ding.utils.file_transport import CheckpointError, load_policy
+from ding.utils.pytorch_ddp_dist_helper import broadcast_state
 from ding.utils.safe_paths import resolved
 from ding.worker.resume import RESUME_AUTO, RESUME_NEVER, experiment_ckpt_dir
 from ding.worker.task_fields import (
@@ -142,7 +143,30 @@ class TaskSettings:
             task_info['policy'],
         )
         apply_resume(run, task_info, logger)
+        if task_info.get('dist') is not None:
+            take_rank0_state(run, task_info, logger)
         return run
+
+
+def take_rank0_state(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
+    """Every rank of a data-parallel group continues from rank 0's learner state: weights, optimizer moments,
+    target network and iteration. Rank 0 may have resumed from a checkpoint with its optimizer state while a
+    rank that rejoined found only the published weights: with different optimizer states the ranks' weights
+    would drift apart from the first step, even with the same averaged gradients."""
+    learner = run.learner
+    state = {'policy': learner.policy.state_dict(), 'last_iter': learner.train_iter}
+    shared = broadcast_state(state if learner.rank == 0 else None)
+    if learner.rank == 0:
+        return
+    before = learner.train_iter
+    learner.policy.load_state_dict(shared['policy'])
+    learner.last_iter.update(int(shared['last_iter']))
+    run.start_iter = learner.train_iter
+    max_iterations = task_info.get('max_iterations')
+    if max_iterations is not None:
+        learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
+    if before != learner.train_iter:
+        logger.info(f"learner task {run.task_id}: took rank 0's state at iteration {learner.train_iter} (had {before})")
 
 
 def apply_resume(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
