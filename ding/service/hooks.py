@@ -41,7 +41,8 @@ def attach_serial_service(parts: Any) -> ServiceRuntime | None:
     runtime = ServiceRuntime(cfg.service, cfg.exp_name, learner.instance_name, learner.config_hash, log=learner.info)
     try:
         runtime.attach_learner(learner, learn_cfg=cfg.policy.learn)
-        register_serial_tunables(runtime, cfg, policy, with_buffer=parts.buffer is not None)
+        if learner.world_size == 1:  # rank 0 alone runs the service: a tune there would split the ranks
+            register_serial_tunables(runtime, cfg, policy, with_buffer=parts.buffer is not None)
         runtime.control.on_terminate = lambda: runtime.terminate_with_checkpoint(learner)
         runtime.start_server()
         runtime.emit('run_start', exp_name=cfg.exp_name, pid=os.getpid(), tunable=runtime.control.tunable_keys)

@@ -157,7 +157,8 @@ class ServiceRuntime:
             self.metrics.track_prefetch_queue(lambda: prefetch_queue_size(learner))
         if control_hook:
             learner.register_hook(RunControlHook(control=self.control, on_terminate=on_terminate))
-        register_learning_rate(self, learner.policy, learn_cfg)
+        if learner.world_size == 1:  # a tune reaches this rank only: on several ranks they would drift apart
+            register_learning_rate(self, learner.policy, learn_cfg)
 
     def register_tunable(
         self,

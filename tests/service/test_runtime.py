@@ -222,3 +222,21 @@ def test_prefetch_queue_gauge_follows_the_learner_data_loader(runtime_learner):
     while learner.dataloader.queue_size < 2 and time.monotonic() < deadline:  # queue_maxsize defaults to 2
         time.sleep(0.01)
     assert prefetch() == 2
+
+
+def test_a_rank_of_a_group_offers_no_tunable_key(tmp_path, monkeypatch):
+    """Rank 0 of several runs the service alone: a learning rate tuned there would split the ranks."""
+    monkeypatch.chdir(tmp_path)
+    single = BaseLearner(learner_cfg(), make_dqn_policy().learn_mode, exp_name='one')
+    rank0 = BaseLearner(learner_cfg(), make_dqn_policy().learn_mode, exp_name='two', dist_info=(0, 2))
+    runtimes = [ServiceRuntime(dict(SERVICE_DEFAULTS, enable=True), name) for name in ('one', 'two')]
+    try:
+        for runtime, learner in zip(runtimes, (single, rank0)):
+            runtime.attach_learner(learner)
+        assert runtimes[0].control.tunable_keys == ['learning_rate']
+        assert runtimes[1].control.tunable_keys == []
+    finally:
+        for runtime in runtimes:
+            runtime.close()
+        single.close()
+        rank0.close()

@@ -34,6 +34,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from ding.utils.checkpoint import CheckpointError, latest_valid_checkpoint, load_checkpoint
+from ding.utils.pytorch_ddp_dist_helper import any_rank, broadcast_state
 
 from .checkpoint_hooks import checkpoint_dir
 from .hook_base import LearnerHook, iterations_done, register_learner_hook
@@ -275,6 +276,11 @@ class NanGuard:
         if state is not None and not _all_finite({k: v for k, v in state.items() if k != 'extra_state'}):
             self._warn(f'nan_guard: checkpoint {path} holds non-finite values; not rolling back to it')
             state = None
+        if engine.world_size > 1:
+            # Every rank rolls back at the same step (the averaged gradients are non-finite on all of them), but
+            # only rank 0 writes checkpoints: the others take rank 0's, so the ranks stay identical.
+            state = broadcast_state(state) if any_rank(engine.rank == 0 and state is not None) else None
+            path = path if engine.rank == 0 else f"rank 0's {path or 'checkpoint'}"
         if state is None:
             self.events[ROLLBACK_FAILED] += 1
             publish_event(ROLLBACK_FAILED)

@@ -1,6 +1,7 @@
 """The NaN guard on a real DQN learner: batches with a NaN reward make the loss and gradients NaN."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ from easydict import EasyDict
 
 from ding.policy.dqn import DQNPolicy
 from ding.utils.checkpoint import load_checkpoint
+from ding.utils.pytorch_ddp_dist_helper import DDPContext
 from ding.worker.learner import BaseLearner
 from ding.worker.learner.nan_guard import (
     NanGuard,
@@ -17,6 +19,7 @@ from ding.worker.learner.nan_guard import (
     grads_finite,
     remove_nan_guard_listener,
 )
+from tests.helpers.dist_ranks import run_ranks, write_result
 
 BATCH = 16
 LR = 0.01
@@ -225,3 +228,42 @@ def test_events_are_counted_in_the_run_metrics(tmp_path, in_tmp):
         assert sample_value(parsed, 'nan_guard_events_total', kind='rollback') == 1
     finally:
         remove_nan_guard_listener(metrics.nan_guard_event)
+
+
+def _rollback_on_rank(rank: int, port: int, out_dir: str) -> None:
+    """One rank of a 2-rank group: train, then NaN batches on rank 1 only (the averaged gradients are NaN on
+    both), until both roll back. Only rank 0 writes checkpoints; rank 1 logs in a directory of its own."""
+    os.chdir(out_dir)
+    with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=2, timeout=30):
+        hooks = dict(
+            load_ckpt_before_run='', log_show_after_iter=100, save_ckpt_after_iter=4, save_ckpt_after_run=False
+        )
+        learner = BaseLearner(
+            dict(hook=hooks, nan_guard=dict(max_consecutive_bad=3)),
+            make_dqn(seed=rank).learn_mode,  # different seeds: the policy takes rank 0's weights at start
+            exp_name='exp' if rank == 0 else 'exp/log/rank1',
+        )
+        learner.call_hook('before_run')
+        for it in range(5):
+            learner.train(make_batch(2 * it + rank))
+        for it in range(5, 8):
+            learner.train(make_batch(2 * it + rank, nan=rank == 1))
+        saved = load_checkpoint(os.path.join(out_dir, 'exp', 'ckpt', 'iteration_4.safetensors'))['model']
+        model = learner.policy.get_attribute('model').state_dict()
+        result = {
+            'iter': learner.train_iter,
+            'events': learner.nan_guard_events,
+            'at_checkpoint': all(torch.equal(v, saved[k]) for k, v in model.items()),
+            'weights': [v.tolist() for v in model.values()],
+        }
+        learner.close()
+    write_result(out_dir, rank, result)
+
+
+def test_every_rank_of_a_group_rolls_back_to_rank_0s_checkpoint(tmp_path):
+    rank0, rank1 = run_ranks(_rollback_on_rank, str(tmp_path))
+    for res in (rank0, rank1):
+        assert res['iter'] == 4 and res['at_checkpoint'], res['iter']
+        assert res['events'] == {'skipped_step': 3, 'rollback': 1, 'rollback_failed': 0}
+    assert rank0['weights'] == rank1['weights']
+    assert not (tmp_path / 'exp' / 'log' / 'rank1' / 'ckpt').exists()  # rank 1 read rank 0's, wrote none
