@@ -7,12 +7,16 @@ the same iteration and every pushed sample trained exactly once, or counted as l
 
 import copy
 import os
+import signal
+import time
 
 import pytest
 
 from ding.config.loader import read_config
 from ding.entry.parallel_entry import parallel_pipeline
+from tests.helpers.parallel_run import PipelineThread, ready_pid
 from tests.helpers.processes import worker_pids
+from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -121,12 +125,26 @@ def test_bins_short_ends_when_one_bin_is_exhausted(short_run):
     assert_lock_step(short_run, group)
 
 
-def test_two_learner_cartpole_config_solves(tmp_path, monkeypatch):
-    """The shipped config: two data-parallel learners on the shared replay buffer reach the stop value."""
+def test_two_learner_cartpole_config_solves_through_a_sigkilled_rank(tmp_path, monkeypatch):
+    """The shipped config: two data-parallel learners on the shared replay buffer reach the stop value, even
+    with learner1 SIGKILLed mid-run: the pipeline restarts it, the group re-forms (rank 1 takes rank 0's learner
+    state) and both ranks go on in lock step."""
     monkeypatch.chdir(tmp_path)
-    result = parallel_pipeline(CONFIG, seed=0)
+    exp = 'cartpole_dqn_two_learners'
+    with PipelineThread(CONFIG) as run:
+        assert wait_until(lambda: ready_pid(exp, 'learner1') is not None, 120)
+        victim = ready_pid(exp, 'learner1')
+        assert wait_until(lambda: os.path.isdir(f'{exp}/policy') and os.listdir(f'{exp}/policy'), 120)
+        time.sleep(2.0)  # a few hundred iterations of training first
+        os.kill(victim, signal.SIGKILL)
+    result = run.result
     assert result.solved, result.reason
+    assert result.restarts['learner1'] == 1
+    assert any(f['kind'] == 'learner' for f in result.summary['failed_tasks'])
     group = group_of(result)
     assert group['assignment'] == 'random' and group['rounds'] > 0
     assert group['served_batches'][0] == group['served_batches'][1]
+    with open(f'{exp}/log/comm_learner1/comm_learner1_logger.txt') as f:
+        assert "took rank 0's state" in f.read()  # its optimizer moments and iteration: no drift after a rejoin
+    assert os.listdir(exp).count('ckpt_learner1') == 0  # rank 0 alone writes checkpoints
     assert worker_pids(str(tmp_path)) == []

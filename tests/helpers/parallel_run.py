@@ -9,11 +9,13 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import requests
 
+from ding.entry.parallel_entry import parallel_pipeline
 from tests.helpers.processes import ROOT, child_env
 from tests.helpers.wait import wait_until
 
@@ -125,3 +127,41 @@ def checkpoint_iterations(ckpt_dir: str) -> list:
         if m:
             its.append(int(m.group(1)))
     return sorted(its)
+
+
+class PipelineThread(threading.Thread):
+    """``parallel_pipeline`` in a thread of the test process, stopped through its ``stop_event`` whatever happens
+    in the test: ``with PipelineThread(cfg) as run: ...`` then ``run.result``."""
+
+    def __init__(self, cfg: Any, seed: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.cfg, self.seed, self.stop = cfg, seed, threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = parallel_pipeline(self.cfg, seed=self.seed, stop_event=self.stop)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def __enter__(self) -> PipelineThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None:
+            self.stop.set()
+        self.join(180)
+        assert not self.is_alive(), 'the pipeline did not end'
+        if self.error is not None:
+            raise self.error
+
+
+def ready_pid(exp_dir: str, name: str) -> int | None:
+    """The pid a worker wrote in its ready file once serving (None before)."""
+    try:
+        with open(os.path.join(exp_dir, 'run', f'{name}.ready')) as f:
+            return int(json.load(f)['pid'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

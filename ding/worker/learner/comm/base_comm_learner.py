@@ -142,7 +142,6 @@ class BaseCommLearner(ABC):
         learner = create_learner(
             learner_cfg,
             policy=learn_mode,
-            dist_info=(0, 1),
             exp_name=task_info.get('exp_name') or self._cfg.get('exp_name', 'default_experiment'),
             instance_name=task_info.get('instance_name') or self._cfg.get('name', 'learner0'),
         )
