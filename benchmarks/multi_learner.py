@@ -16,7 +16,7 @@ thread each.
   ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
   ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
   call alone after a barrier (``--sync-repeats`` times), each with its share of the step.
-* **Assignment** (the lead's later section): duplicate-sample rate of random vs bins; see ``assignment_rows``.
+* **Assignment**: duplicate-sample rate of ``assignment: random`` vs ``bins`` (``multi_learner_assignment.py``).
 """
 
 from __future__ import annotations
@@ -209,11 +209,19 @@ def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
     return rows
 
 
-# ---- assignment (added by the lead): duplicate-sample rate, random vs bins ------------------------
+# ---- assignment: duplicate-sample rate, random vs bins (the coordinator's LearnerGroup on real buffers) ----
 def assignment_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """Rows of the duplicate-sample rate under ``assignment: random`` and ``bins``; filled in with the
-    multi-learner parallel pipeline."""
-    return []
+    """Share of the samples a rank trains in a round that another rank trains in the same round
+    (``multi_learner_assignment.py`` has the full grid)."""
+    from multi_learner_assignment import measure  # deferred: a sibling script, on sys.path when run as one
+
+    rows = []
+    for samples, batches in ((2000, 1), (2000, 64), (20000, 64)):
+        rates = [measure(assignment, samples, batches) for assignment in ('random', 'bins')]
+        rows.append(
+            (f'{samples} samples, {batches} batch(es) per round: random / bins', '{:.2%} / {:.2%}'.format(*rates))
+        )
+    return rows
 
 
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:
