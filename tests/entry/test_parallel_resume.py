@@ -1,6 +1,7 @@
-"""Resume in parallel mode: a SIGKILLed learner process is restarted by the pipeline and continues from its
-own newest checkpoint; a SIGKILLed pipeline rerun with ``--resume auto`` continues the learner iteration and the
-coordinator's env steps; ``--resume PATH`` is checked before anything starts."""
+"""Resume in parallel mode: a SIGKILLed learner process is restarted by the pipeline, continues from its own
+newest valid checkpoint and warns of the iterations the kill cost; a SIGKILLed pipeline rerun with ``--resume auto``
+continues the learner iteration and the coordinator's env steps (both kills in one run: a run's start is the slow
+part); ``--resume PATH`` is checked before anything starts."""
 
 import json
 import os
@@ -25,50 +26,6 @@ def test_bad_resume_path_stops_the_run_before_anything_starts(tmp_path, monkeypa
     assert not os.path.exists(tmp_path / EXP)
 
 
-@pytest.mark.slow
-def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
-    cfg = write_config(
-        str(tmp_path / 'cfg.py'),
-        service=dict(enable=True),
-        stop_value=100000,
-        learner_hook=dict(save_ckpt_after_iter=100),
-    )
-    run = ParallelRun(str(tmp_path), cfg)
-    ckpt_dir = os.path.join(run.exp_dir, 'ckpt_learner0')
-    try:
-        coordinator = Service(run.wait_for(lambda: run.run_info(), 60, 'the coordinator run.json'))
-        first = run.wait_for(lambda: run.run_info('run_learner0.json'), 60, "the learner's run file")
-        run.wait_for(lambda: any(i >= 200 for i in checkpoint_iterations(ckpt_dir)), 60, 'two learner checkpoints')
-        os.kill(first['pid'], signal.SIGKILL)
-
-        def restarted():
-            info = run.run_info('run_learner0.json')
-            return info if info and info['pid'] != first['pid'] else None
-
-        second = run.wait_for(restarted, 60, 'the learner to be restarted')
-        log = os.path.join(run.exp_dir, 'log', 'learner0', 'learner0_logger.txt')
-
-        def resumed_at():
-            with open(log, encoding='utf-8', errors='replace') as f:
-                m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors \(iteration (\d+)', f.read())
-            return int(m.group(2)) if m else None
-
-        start = run.wait_for(resumed_at, 30, 'the restarted learner to resume from its checkpoint')
-        assert start >= 200
-        learner = Service(second)
-        run.wait_for(lambda: learner.status()['iteration'] > start + 20, 60, 'training to go on after the restart')
-        # The coordinator counts learn infos, which reach it a learn task (up to comm_batches iterations) later.
-        run.wait_for(lambda: coordinator.status()['iteration'] > start, 60, 'the coordinator to count them too')
-        assert coordinator.post('/run/terminate', {'wait': 60}).status_code == 200
-        assert run.proc.wait(60) == 0
-    finally:
-        run.stop()
-    assert (
-        'learner0 reported dead'
-        in open(os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt'), encoding='utf-8').read()
-    )
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -77,8 +34,70 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _read(path: str) -> str:
+    with open(path, encoding='utf-8', errors='replace') as f:
+        return f.read()
+
+
+def _kill_the_learner_between_two_checkpoints(run: ParallelRun, coordinator: Service) -> None:
+    """SIGKILL learner0 40-80 iterations past its checkpoint at 200 or later: the pipeline restarts it, it resumes
+    from its newest valid checkpoint (never fresh weights), warns of the iterations lost and trains on."""
+    ckpt_dir = os.path.join(run.exp_dir, 'ckpt_learner0')
+    first = run.wait_for(lambda: run.run_info('run_learner0.json'), 60, "the learner's run file")
+    learner = Service(first)
+
+    def mid_interval():
+        # the publisher (every 0.2 s) has written newer weights than the checkpoint, the next one is not due yet
+        iteration = learner.status()['iteration']
+        ready = iteration > 200 and 40 <= iteration % 100 < 80 and max(checkpoint_iterations(ckpt_dir) or [0]) >= 200
+        return iteration if ready else None
+
+    run.wait_for(mid_interval, 120, 'training between two checkpoints, past the second')
+    last_ckpt = max(checkpoint_iterations(ckpt_dir))
+    os.kill(first['pid'], signal.SIGKILL)
+
+    def restarted():
+        info = run.run_info('run_learner0.json')
+        return info if info and info['pid'] != first['pid'] else None
+
+    second = run.wait_for(restarted, 60, 'the learner to be restarted')
+    log = os.path.join(run.exp_dir, 'log', 'learner0', 'learner0_logger.txt')
+
+    def resumed_at():
+        m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors \(iteration (\d+)', _read(log))
+        return int(m.group(2)) if m else None
+
+    start = run.wait_for(resumed_at, 30, 'the restarted learner to resume from its checkpoint')
+    assert start >= last_ckpt >= 200
+    comm_log = os.path.join(run.exp_dir, 'log', 'comm_learner0', 'comm_learner0_logger.txt')
+
+    def warning():
+        return re.search(
+            r'WARNING .*resumed at iteration (\d+) from (\S+); (\d+) iterations of training lost '
+            r'\(the previous learner had reached iteration (\d+)\)',
+            _read(comm_log),
+        )
+
+    try:
+        found = run.wait_for(warning, 120, 'the restarted learner to report the iterations lost')
+    except AssertionError as failure:
+        raise AssertionError(f'{failure}\ncomm learner log:\n{_read(comm_log)[-3000:]}') from None
+    resumed, source, lost, reached = int(found[1]), found[2], int(found[3]), int(found[4])
+    assert resumed >= last_ckpt and source.endswith(f'iteration_{resumed}.safetensors'), found[0]
+    assert reached > resumed and lost == reached - resumed
+    assert 'fresh weights' not in _read(comm_log)
+    learner = Service(second)
+    run.wait_for(lambda: learner.status()['iteration'] > start + 20, 60, 'training to go on after the restart')
+    # The coordinator counts learn infos, which reach it a learn task (up to comm_batches iterations) later.
+    run.wait_for(lambda: coordinator.status()['iteration'] > start, 60, 'the coordinator to count them too')
+    coordinator_log = os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt')
+    assert 'learner0 reported dead' in _read(coordinator_log)
+
+
 @pytest.mark.slow
-def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
+def test_killed_learner_resumes_then_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
+    """One run for both kills (each start of a parallel CartPole run costs tens of seconds): first learner0 alone
+    is SIGKILLed and restarted by the pipeline, then the whole pipeline, which ``--resume auto`` continues."""
     cfg = write_config(
         str(tmp_path / 'cfg.py'),
         service=dict(enable=True),
@@ -97,8 +116,9 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
 
     first = ParallelRun(str(tmp_path), cfg)
     try:
-        learner_pid = first.wait_for(lambda: first.run_info('run_learner0.json'), 60, "the learner's run file")['pid']
-        first.wait_for(lambda: checkpoint_iterations(ckpt_dir), 60, 'a learner checkpoint')
+        coordinator = Service(first.wait_for(lambda: first.run_info(), 60, 'the coordinator run.json'))
+        _kill_the_learner_between_two_checkpoints(first, coordinator)
+        learner_pid = first.run_info('run_learner0.json')['pid']
         first.wait_for(
             lambda: (saved_state() or {}).get('train_iter', 0) >= 100,
             30,
@@ -155,6 +175,7 @@ def test_killed_pipeline_resumed_with_auto_continues_its_counters(tmp_path):
     learner_log = open(
         os.path.join(str(tmp_path), EXP, 'log', 'learner0', 'learner0_logger.txt'), encoding='utf-8', errors='replace'
     ).read()
-    m = re.search(r'learner0 resumed from \S+iteration_(\d+)\.safetensors', learner_log)
-    assert m and int(m.group(1)) == ckpt_iter, learner_log[-2000:]
+    # the last resume in the log: the first one is the restart after the learner alone was killed
+    resumes = re.findall(r'learner0 resumed from \S+iteration_(\d+)\.safetensors', learner_log)
+    assert resumes and int(resumes[-1]) == ckpt_iter, learner_log[-2000:]
     assert saved_state()['train_iter'] > ckpt_iter

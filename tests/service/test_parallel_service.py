@@ -177,8 +177,14 @@ def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
     learner's weights if they fetch them over HTTP."""
     nowhere = str(tmp_path / 'no_policy_here')
     collectors = {f'collector{i}': dict(path_policy=nowhere) for i in range(2)}
+    # A greedy return of 120 needs trained weights (an untrained Q-network's greedy policy stays far below); the
+    # config's 195 is test_e2e_cartpole's point and would only make this run longer.
     cfg = write_config(
-        str(tmp_path / 'cfg.py'), service=SERVICE, collector=dict(policy_transport='http'), system_collectors=collectors
+        str(tmp_path / 'cfg.py'),
+        service=SERVICE,
+        stop_value=120,
+        collector=dict(policy_transport='http'),
+        system_collectors=collectors,
     )
     run = ParallelRun(str(tmp_path), cfg, '--env-step', '400000')  # a bound for a run gone wrong, not a target
     try:
