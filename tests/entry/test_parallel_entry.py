@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
@@ -22,6 +21,7 @@ from ding.entry.parallel_entry import WorkerProcess, parallel_pipeline, stop_wor
 from ding.entry.parallel_worker import EXIT_PORT_IN_USE
 from ding.interaction.base.auth import new_run_secret
 from ding.worker.coordinator.coordinator import Coordinator
+from tests.helpers.parallel_run import PipelineThread, ready_pid
 from tests.helpers.processes import child_env, worker_pids
 from tests.helpers.toy_workers import toy_config
 from tests.helpers.wait import wait_until
@@ -42,40 +42,6 @@ def listening(port: int) -> bool:
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch):
     monkeypatch.setenv('DING_PROGRESS', '0')
-
-
-class PipelineThread(threading.Thread):
-    """``parallel_pipeline`` in a thread, stopped through its ``stop_event`` whatever happens in the test."""
-
-    def __init__(self, cfg):
-        super().__init__(daemon=True)
-        self.cfg, self.stop, self.result, self.error = cfg, threading.Event(), None, None
-
-    def run(self):
-        try:
-            self.result = parallel_pipeline(self.cfg, seed=0, stop_event=self.stop)
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        if exc[0] is not None:
-            self.stop.set()
-        self.join(180)
-        assert not self.is_alive(), 'the pipeline did not end'
-        if self.error is not None:
-            raise self.error
-
-
-def ready_pid(exp_dir: str, name: str):
-    try:
-        with open(os.path.join(exp_dir, 'run', f'{name}.ready')) as f:
-            return json.load(f)['pid']
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def test_pipeline_reaches_the_stop_value_and_leaves_nothing_behind(tmp_path, monkeypatch, capfd):
