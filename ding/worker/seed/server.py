@@ -14,6 +14,7 @@ read), its partial trajectory discarded by the sink; the others go on, and it ma
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import selectors
@@ -187,14 +188,17 @@ class InferenceServer(threading.Thread):
             nonce, request = server_handshake(conn, self._secret)
             problem = self._claim(request.actor_id, request.layout)
             if problem:
-                server_reply(conn, self._secret, nonce, REFUSED, problem, None)
-                raise TransportError(problem)
+                self.stats.count_refused_join()  # before the answer: whoever reads the refusal sees it counted
+                with contextlib.suppress(OSError):  # a peer gone before the answer: already counted
+                    server_reply(conn, self._secret, nonce, REFUSED, problem, None)
+                conn.close()
+                return
             claimed = request.actor_id
             slot = self._slots[claimed]
             server_reply(conn, self._secret, nonce, 0, 'ok', slot.fd)
             conn.settimeout(None)
         except (TransportError, OSError):
-            self.stats.refused_joins += 1
+            self.stats.count_refused_join()
             conn.close()
             if claimed is not None:
                 with self._claim_lock:
@@ -287,8 +291,8 @@ class InferenceServer(threading.Thread):
         now = time.monotonic()
         for link in list(self._links.values()):
             if not link.waiting and now - link.answered > self.actor_timeout:
-                self.stats.hung_actors += 1
                 self._drop(link)
+                self.stats.hung_actors += 1
 
     def _drop(self, link: ActorLink) -> None:
         if self._links.get(link.actor_id) is not link:
@@ -298,7 +302,6 @@ class InferenceServer(threading.Thread):
             self._pending.remove(link)  # its in-flight request is dropped
         self._selector.unregister(link.sock)
         link.sock.close()
-        self.stats.dropped_actors += 1
         self.sink.drop(link.actor_id)
         self.acting.forget(link.actor_id)
         old = self._slots[link.actor_id]
@@ -306,6 +309,7 @@ class InferenceServer(threading.Thread):
         old.close()
         with self._claim_lock:
             self._claimed.discard(link.actor_id)
+        self.stats.dropped_actors += 1  # last: whoever sees it counted sees the actor gone everywhere
 
     def _close_sockets(self) -> None:
         for sock in (self._listener, self._wake_r, self._wake_w):

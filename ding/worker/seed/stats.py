@@ -26,6 +26,11 @@ class InferenceStats:
         self.hung_actors = 0
         self.refused_joins = 0
 
+    def count_refused_join(self) -> None:
+        """One join refused (handshakes run on threads of their own: counted under the lock)."""
+        with self._lock:
+            self.refused_joins += 1
+
     def record_batch(self, observations: int, queue_delays_us: list[float], latencies_us: list[float]) -> None:
         with self._lock:
             self._batches += 1
