@@ -10,11 +10,12 @@ from ding.utils.log_helper import TB_FLUSH_SECS, build_logger, build_summary_wri
 from tests.helpers.learner_policies import read_tb_events
 
 
-def _wait_for_tag(logdir: str, tag: str, timeout: float) -> list:
+def _wait_for_tag(logdir: str, tag: str, timeout: float, count: int = 1) -> list:
+    """The events of ``tag`` once ``count`` of them are on disk (the writer's thread writes them one by one)."""
     deadline = time.monotonic() + timeout
     while True:
         events = read_tb_events(logdir).get(tag, [])
-        if events or time.monotonic() > deadline:
+        if len(events) >= count or time.monotonic() > deadline:
             return events
         time.sleep(0.1)
 
@@ -32,7 +33,7 @@ def test_scalars_reach_the_event_file_while_the_writer_is_open(tmp_path):
         writer.add_scalar('learner/loss', 0.25, 0)
         writer.add_scalar('learner/loss', 0.125, 7)
         writer.flush()
-        events = _wait_for_tag(logdir, 'learner/loss', timeout=TB_FLUSH_SECS + 5)
+        events = _wait_for_tag(logdir, 'learner/loss', timeout=TB_FLUSH_SECS + 5, count=2)
         assert events == [(0, 0.25), (7, 0.125)]
         writer.add_scalar('eval/return', 195.5, 300)  # a later scalar too, not only the first flush
         assert _wait_for_tag(logdir, 'eval/return', timeout=TB_FLUSH_SECS + 5) == [(300, 195.5)]

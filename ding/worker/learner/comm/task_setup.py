@@ -165,8 +165,7 @@ def take_rank0_state(run: LearnerRun, task_info: dict[str, Any], logger: Any) ->
     max_iterations = task_info.get('max_iterations')
     if max_iterations is not None:
         learner.cfg.train_iterations = max(0, int(max_iterations) - learner.train_iter)
-    if before != learner.train_iter:
-        logger.info(f"learner task {run.task_id}: took rank 0's state at iteration {learner.train_iter} (had {before})")
+    logger.info(f"learner task {run.task_id}: took rank 0's state at iteration {learner.train_iter} (had {before})")
 
 
 def apply_resume(run: LearnerRun, task_info: dict[str, Any], logger: Any) -> None:
