@@ -18,7 +18,7 @@ lint: install
 	lint-imports
 
 test: lint
-	$(PYTHON) -m pytest -q -ra
+	$(PYTHON) -m pytest -q -ra --durations=25
 
 test-fast: install
 	$(PYTHON) -m pytest -q -ra -m "not slow"
