@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog='ding',
         description='Train and evaluate reinforcement-learning agents.',
         epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0\n'
-        'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME',
+        'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME\n'
+        'a SEED actor on another host: ding seed-actor --connect HOST:PORT --actor-id I -c cfg.py',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
@@ -104,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
         return ctl_main(argv[1:])
+    if argv and argv[0] == 'seed-actor':  # a SEED actor on another host (docs/seed.md)
+        from ding.worker.seed.remote_actor import main as seed_actor_main  # deferred: pyzmq is optional
+
+        return seed_actor_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.query_registry:
         return _query(args.query_registry)

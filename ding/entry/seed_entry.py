@@ -37,8 +37,8 @@ from ding.worker.seed.assembly import TransitionAssembler, UnrollAssembler
 from ding.worker.seed.config import SEED_BOUNDS, SEED_DEFAULTS, SeedSettings
 from ding.worker.seed.feed import SeedFeed
 from ding.worker.seed.processes import ActorProcesses
-from ding.worker.seed.server import InferenceServer
-from ding.worker.seed.transport import SlotLayout, new_secret
+from ding.worker.seed.server import InferenceServer, follow_run_control
+from ding.worker.seed.transport import SlotLayout, new_secret, remote_run_secret
 
 from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of, sigterm_as_interrupt
 from .pipeline_parts import finish_run, load_input_config
@@ -97,6 +97,11 @@ def check_seed_config(cfg: Any, policy_type: str) -> SeedSettings:
     validate_section(section, SEED_DEFAULTS, SEED_SECTION, SEED_BOUNDS, problems, allow_unknown_keys=allow)
     raise_problems(problems)
     settings = SeedSettings.from_config(section)
+    if settings.listen is not None:  # remote actors: the address, their number and the shared secret
+        try:
+            remote_run_secret(settings.listen, settings.remote_actor_num)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     env_cfg = cfg.get('env') or {}
     if not env_cfg.get('env_id'):
         raise ConfigError('env.env_id is missing: the gymnasium / EnvPool id the actors step (e.g. CartPole-v1)')
@@ -172,13 +177,14 @@ def build_seed_parts(
             closables.append(buffer.close)
         queue: TrajectoryQueue[Any] = TrajectoryQueue(settings.queue_size)
         staging = StagingQueue(1)
-        eps = [settings.actor_eps(i) for i in range(settings.actor_num)] if is_dqn else None
+        all_actors = settings.actor_num + (settings.remote_actor_num if settings.listen else 0)
+        eps = [settings.actor_eps(i) for i in range(all_actors)] if is_dqn else None
         acting = BatchActing(acting_policy, staging, eps)
         assembler_cls = TransitionAssembler if is_dqn else UnrollAssembler
         assembler = assembler_cls(settings.unroll_len, layout, queue)
         socket_dir = tempfile.mkdtemp(prefix='ding-seed-')
         closables.append(lambda: shutil.rmtree(socket_dir, ignore_errors=True))
-        secret = new_secret()
+        secret = remote_run_secret(settings.listen, settings.remote_actor_num) if settings.listen else new_secret()
         server = InferenceServer(
             os.path.join(socket_dir, 'inference.sock'),
             secret,
@@ -189,7 +195,11 @@ def build_seed_parts(
             settings.max_batch,
             settings.max_wait_us,
             settings.actor_timeout,
+            settings.listen,
+            settings.remote_actor_num,
         )
+        if server.remote_address:
+            learner.info(f'seed: remote actors join on {server.remote_address} (ding seed-actor --connect)')
         # Closed last-in first-out: the actors, then the queues (the server may wait on one), then the server.
         closables += [server.stop, queue.close, staging.close]
         actors = ActorProcesses(
@@ -200,6 +210,7 @@ def build_seed_parts(
             settings.env_per_actor,
             cfg.seed,
             settings.max_actor_restarts,
+            actor_timeout=settings.actor_timeout,
         )
         closables.append(lambda: _stop_actor_processes(actors))
         parts = SeedParts(
@@ -218,6 +229,8 @@ def build_seed_parts(
             if parts.service is not None:
                 closables.append(parts.service.close)
                 _export_inference_metrics(parts)
+                control = parts.service.control  # a paused run answers no actor at once
+                control.add_listener(follow_run_control(server, lambda: control.state))
     except BaseException:
         close_all(closables[::-1])
         raise

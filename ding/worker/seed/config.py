@@ -23,6 +23,9 @@ SEED_DEFAULTS: dict[str, Any] = dict(
     actor_timeout=60.0,
     # an actor process that dies is started again this many times in all (0: never)
     max_actor_restarts=3,
+    # remote actors (`ding seed-actor`): 'HOST:PORT' the learner listens on (None: off), and how many may join
+    listen=None,
+    remote_actor_num=0,
     # SEED DQN: actor i explores with eps ** (1 + i / (actor_num - 1) * eps_alpha) (Ape-X)
     eps=0.4,
     eps_alpha=7.0,
@@ -37,6 +40,7 @@ SEED_BOUNDS: dict[str, tuple[str, str]] = {
     'seed.queue_size': ('int', '[1, inf)'),
     'seed.actor_timeout': ('number', '(0, inf)'),
     'seed.max_actor_restarts': ('int', '[0, inf)'),
+    'seed.remote_actor_num': ('int', '[0, 1024]'),
     'seed.eps': ('number', '[0, 1]'),
     'seed.eps_alpha': ('number', '[0, inf)'),
 }
@@ -52,6 +56,8 @@ class SeedSettings:
     queue_size: int
     actor_timeout: float
     max_actor_restarts: int
+    listen: str | None
+    remote_actor_num: int
     eps: float
     eps_alpha: float
 

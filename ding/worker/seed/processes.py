@@ -20,7 +20,8 @@ ACTOR_MODULE = 'ding.worker.seed.actor_main'
 
 class ActorProcesses:
     """``actor_num`` processes of ``ding.worker.seed.actor_main``, each with ``env_per_actor`` envs of
-    ``env_cfg``; actor ``i`` seeds its envs from ``seed + i * env_per_actor``. The secret reaches them through
+    ``env_cfg``; actor ``i`` seeds its envs from ``seed + i * env_per_actor`` and exits when the learner is silent
+    ``actor_timeout`` seconds. The secret reaches them through
     their environment (``environ``, default this process's, plus the secret), never their command line."""
 
     def __init__(
@@ -33,12 +34,14 @@ class ActorProcesses:
         seed: int,
         max_restarts: int = 0,
         environ: Mapping[str, str] | None = None,
+        actor_timeout: float = 60.0,
     ) -> None:
         self.socket_path = socket_path
         self.actor_num = actor_num
         self.env_per_actor = env_per_actor
         self.seed = seed
         self.max_restarts = max_restarts
+        self.actor_timeout = actor_timeout  # an actor whose learner is silent this long exits
         self.restarts = 0
         self.exit_codes: list[tuple[int, int]] = []  # (actor id, code) of every process that ended on its own
         self._env_json = json.dumps(to_jsonable(dict(env_cfg)))
@@ -61,6 +64,8 @@ class ActorProcesses:
             str(self.seed + actor_id * self.env_per_actor),
             '--env',
             self._env_json,
+            '--timeout',
+            str(self.actor_timeout),
         ]
 
     def start(self, actor_id: int) -> subprocess.Popen[bytes]:

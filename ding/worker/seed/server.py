@@ -21,16 +21,20 @@ import selectors
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ding.worker.async_actor.queues import QueueClosed
 
 from .acting import BatchActing
+from .links import ActorLink, ShmLink
 from .stats import InferenceStats
-from .transport import ACT, HANDSHAKE_TIMEOUT, STEP, Slot, SlotLayout, TransportError, server_handshake, server_reply
+from .transport import HANDSHAKE_TIMEOUT, Slot, SlotLayout, TransportError, server_handshake, server_reply
+
+if TYPE_CHECKING:
+    from .remote import RemoteHub
 
 REFUSED = 1
 
@@ -55,22 +59,9 @@ class StepSink(Protocol):
     def drop(self, actor_id: int) -> None: ...
 
 
-@dataclass
-class ActorLink:
-    """A joined actor: its socket and slot, and whether a request of it waits."""
-
-    actor_id: int
-    sock: socket.socket
-    slot: Slot
-    waiting: bool = False
-    arrived: float = 0.0  # when its pending request was read
-    answered: float = field(default_factory=time.monotonic)  # when it was last answered (or joined)
-    # end flags of its previous request: the rows whose next observation starts an episode (all, at first)
-    ended: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-
-
 class InferenceServer(threading.Thread):
-    """Serves ``actor_num`` actors of slot ``layout`` on ``socket_path``; ``stop()`` closes every link (the
+    """Serves ``actor_num`` actors of slot ``layout`` on ``socket_path`` and, with ``listen`` (``'HOST:PORT'``),
+    ``remote_actor_num`` more over TCP (ids ``actor_num ...``; ``remote``); ``stop()`` closes every link (the
     actors see the end of file and exit). ``error`` holds what ended the thread, if anything but a stop."""
 
     def __init__(
@@ -84,11 +75,14 @@ class InferenceServer(threading.Thread):
         max_batch: int,
         max_wait_us: int,
         actor_timeout: float,
+        listen: str | None = None,
+        remote_actor_num: int = 0,
     ) -> None:
         super().__init__(name='ding-seed-inference', daemon=True)
         self.socket_path = socket_path
         self.layout = layout
         self.actor_num = actor_num
+        self.remote_ids = range(actor_num, actor_num + remote_actor_num) if listen else range(0)
         self.acting = acting
         self.sink = sink
         self.max_batch = max_batch
@@ -102,22 +96,34 @@ class InferenceServer(threading.Thread):
         self._claim_lock = threading.Lock()
         self._links: dict[int, ActorLink] = {}
         self._pending: collections.deque[ActorLink] = collections.deque()
-        self._joined: queue.Queue[ActorLink] = queue.Queue()
+        self._joined: queue.Queue[ShmLink] = queue.Queue()
         self._stop_event = threading.Event()
         self._paused = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._remote: RemoteHub | None = None
         try:
             self._listener.bind(socket_path)
             os.chmod(socket_path, 0o600)
             self._listener.listen(max(8, actor_num))
+            if listen:
+                from .remote import RemoteHub  # deferred: pyzmq is optional (the remote extra)
+
+                self._remote = RemoteHub(listen, secret, layout, self._claim_remote, self.stats)
         except BaseException:
             self._close_sockets()
             raise
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, 'listen')
         self._selector.register(self._wake_r, selectors.EVENT_READ, 'wake')
+        if self._remote is not None:
+            self._selector.register(self._remote.fileno(), selectors.EVENT_READ, 'remote')
+
+    @property
+    def remote_address(self) -> str | None:
+        """``'HOST:PORT'`` where remote actors connect (the port chosen when ``listen`` named port 0)."""
+        return None if self._remote is None else self._remote.address
 
     # ---- control (any thread) ------------------------------------------------------------------
     def stop(self, timeout: float = 10.0) -> None:
@@ -129,12 +135,17 @@ class InferenceServer(threading.Thread):
             self._close_all()
 
     def pause(self) -> None:
-        """Stop answering (actors wait on their requests) until ``resume()``."""
+        """Answer no request (actors wait on theirs, kept alive) until ``resume()``."""
         self._paused.set()
+        self._wake()
 
     def resume(self) -> None:
         self._paused.clear()
         self._wake()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
 
     def joined(self) -> list[int]:
         with self._claim_lock:
@@ -148,6 +159,8 @@ class InferenceServer(threading.Thread):
 
     # ---- the thread ----------------------------------------------------------------------------
     def run(self) -> None:
+        heartbeat = threading.Thread(target=self._heartbeat, name='ding-seed-heartbeat', daemon=True)
+        heartbeat.start()
         try:
             while not self._stop_event.is_set():
                 for key, _ in self._selector.select(self._select_timeout()):
@@ -155,8 +168,9 @@ class InferenceServer(threading.Thread):
                         self._accept()
                     elif key.data == 'wake':
                         self._wake_r.recv(4096)
-                    else:
+                    elif isinstance(key.data, ShmLink):
                         self._read(key.data)
+                self._poll_remote()
                 self._register_joined()
                 while self._pending and self._batch_due():
                     self._run_batch()
@@ -166,9 +180,21 @@ class InferenceServer(threading.Thread):
         except BaseException as exc:
             self.error = exc
         finally:
+            self._stop_event.set()
+            heartbeat.join()
             self._close_all()
 
+    def _heartbeat(self) -> None:
+        """Every ``actor_timeout / 4`` seconds a keep-alive to every actor, also while paused or while the
+        server waits on the learner: an actor that hears nothing for ``actor_timeout`` takes the learner for
+        frozen (stopped, hung) and exits."""
+        while not self._stop_event.wait(self.actor_timeout / 4):
+            for link in list(self._links.values()):
+                link.keepalive()
+
     def _select_timeout(self) -> float:
+        if self._remote is not None and self._remote.has_input():
+            return 0.0  # the remote socket's descriptor is edge-triggered: what is queued does not wake us
         if self._pending and not self._paused.is_set():
             return max(0.0, self._pending[0].arrived + self.max_wait - time.monotonic())
         return 0.5  # wake now and then to find hung actors
@@ -186,7 +212,7 @@ class InferenceServer(threading.Thread):
         try:
             conn.settimeout(HANDSHAKE_TIMEOUT)
             nonce, request = server_handshake(conn, self._secret)
-            problem = self._claim(request.actor_id, request.layout)
+            problem = self._claim(request.actor_id, request.layout, range(self.actor_num), 'policy.seed.actor_num')
             if problem:
                 self.stats.count_refused_join()  # before the answer: whoever reads the refusal sees it counted
                 with contextlib.suppress(OSError):  # a peer gone before the answer: already counted
@@ -204,14 +230,16 @@ class InferenceServer(threading.Thread):
                 with self._claim_lock:
                     self._claimed.discard(claimed)
             return
-        ended = np.ones(self.layout.n_envs, dtype=bool)  # every env's first observation starts an episode
-        self._joined.put(ActorLink(claimed, conn, slot, ended=ended))
+        self._joined.put(ShmLink(claimed, conn, slot))
         self._wake()
 
-    def _claim(self, actor_id: int, layout: SlotLayout) -> str | None:
-        """Why ``actor_id`` with ``layout`` cannot join (None: it can, and its slot is now claimed)."""
-        if not 0 <= actor_id < self.actor_num:
-            return f'actor id {actor_id} is not in [0, {self.actor_num}) (policy.seed.actor_num)'
+    def _claim_remote(self, actor_id: int, layout: SlotLayout) -> str | None:
+        return self._claim(actor_id, layout, self.remote_ids, 'the remote ids: policy.seed.remote_actor_num')
+
+    def _claim(self, actor_id: int, layout: SlotLayout, ids: range, what: str) -> str | None:
+        """Why ``actor_id`` with ``layout`` cannot join (None: it can, and its id is now claimed)."""
+        if actor_id not in ids:
+            return f'actor id {actor_id} is not in [{ids.start}, {ids.stop}) ({what})'
         for name in ('n_envs', 'obs_shape', 'action_num'):
             if getattr(layout, name) != getattr(self.layout, name):
                 return f"{name} {getattr(layout, name)} differs from the learner's {getattr(self.layout, name)}"
@@ -228,19 +256,35 @@ class InferenceServer(threading.Thread):
             except queue.Empty:
                 return
             if self._stop_event.is_set():
-                link.sock.close()
+                link.close()
                 continue
-            self._links[link.actor_id] = link
             self._selector.register(link.sock, selectors.EVENT_READ, link)
-            self.sink.join(link.actor_id)
+            self._add_link(link)
 
-    def _read(self, link: ActorLink) -> None:
-        try:
-            data = link.sock.recv(16)
-        except OSError:
-            data = b''
-        if data != STEP or link.waiting:
-            self._drop(link)  # closed, crashed, or broke the protocol (two requests at once, a wrong byte)
+    def _add_link(self, link: ActorLink) -> None:
+        self._links[link.actor_id] = link
+        self.sink.join(link.actor_id)
+
+    def _poll_remote(self) -> None:
+        if self._remote is None:
+            return
+        joined, requests, bad = self._remote.poll()
+        for link in joined:
+            self._add_link(link)
+        for link in requests:
+            self._request_arrived(link)
+        for link in bad:
+            self._drop(link)
+
+    def _read(self, link: ShmLink) -> None:
+        if link.receive():
+            self._request_arrived(link)
+        else:
+            self._drop(link)  # closed, crashed, or broke the protocol
+
+    def _request_arrived(self, link: ActorLink) -> None:
+        if link.waiting:
+            self._drop(link)  # two requests at once: a protocol error
             return
         link.waiting, link.arrived = True, time.monotonic()
         self._pending.append(link)
@@ -259,27 +303,27 @@ class InferenceServer(threading.Thread):
         while self._pending and (len(take) + 1) * n <= self.max_batch:
             take.append(self._pending.popleft())
         started = time.monotonic()
+        steps = [link.step() for link in take]
         # Copies: once answered, an actor overwrites its slot with its next step.
-        obs = np.concatenate([link.slot.views.obs for link in take])
+        obs = np.concatenate([step.obs for step in steps])
         first = np.concatenate([link.ended for link in take])
-        reward = [link.slot.views.reward.copy() for link in take]
-        ended = [(link.slot.views.terminated.astype(bool), link.slot.views.truncated.astype(bool)) for link in take]
+        reward = [step.reward.copy() for step in steps]
+        ended = [(step.terminated.astype(bool), step.truncated.astype(bool)) for step in steps]
         action, logit, version = self.acting.act(obs, first, [(link.actor_id, n) for link in take])
         answered: list[tuple[int, ActorLink]] = []
         latencies, delays = [], []
         for i, link in enumerate(take):
-            link.slot.views.action[:] = action[i * n : (i + 1) * n]
             link.waiting = False
             try:
-                link.sock.sendall(ACT)
-            except OSError:
+                link.answer(action[i * n : (i + 1) * n])
+            except (OSError, TransportError):
                 self._drop(link)
                 continue
             link.answered = time.monotonic()
             latencies.append((link.answered - link.arrived) * 1e6)
             delays.append((started - link.arrived) * 1e6)
             answered.append((i, link))
-        self.stats.record_batch(len(take) * n, delays, latencies)
+        self.stats.record_batch(len(take) * n, delays, latencies, [link.actor_id for _, link in answered])
         for i, link in answered:
             rows = slice(i * n, (i + 1) * n)
             self.sink.record(
@@ -300,13 +344,14 @@ class InferenceServer(threading.Thread):
         del self._links[link.actor_id]
         if link in self._pending:
             self._pending.remove(link)  # its in-flight request is dropped
-        self._selector.unregister(link.sock)
-        link.sock.close()
+        if isinstance(link, ShmLink):
+            self._selector.unregister(link.sock)
+            old = self._slots[link.actor_id]
+            self._slots[link.actor_id] = Slot(self.layout)  # a hung process may still write into the old one
+            old.close()
+        link.close()
         self.sink.drop(link.actor_id)
         self.acting.forget(link.actor_id)
-        old = self._slots[link.actor_id]
-        self._slots[link.actor_id] = Slot(self.layout)  # a hung process may still write into the old one
-        old.close()
         with self._claim_lock:
             self._claimed.discard(link.actor_id)
         self.stats.dropped_actors += 1  # last: whoever sees it counted sees the actor gone everywhere
@@ -314,6 +359,9 @@ class InferenceServer(threading.Thread):
     def _close_sockets(self) -> None:
         for sock in (self._listener, self._wake_r, self._wake_w):
             sock.close()
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
         try:
             os.unlink(self.socket_path)
         except OSError:
@@ -321,15 +369,31 @@ class InferenceServer(threading.Thread):
 
     def _close_all(self) -> None:
         for link in list(self._links.values()):
-            link.sock.close()
+            link.close()
         self._links.clear()
         self._pending.clear()
         while not self._joined.empty():
-            self._joined.get_nowait().sock.close()
+            self._joined.get_nowait().close()
         self._selector.close()
         self._close_sockets()
         for slot in self._slots:
             slot.close()
 
 
-__all__ = ['ActorLink', 'InferenceServer', 'StepSink']
+def follow_run_control(server: InferenceServer, run_state: Callable[[], str]) -> Callable[[dict[str, Any]], None]:
+    """A run-control listener (``RunControl.add_listener``) that pauses ``server`` while ``run_state()`` is
+    ``'paused'`` and resumes it otherwise. The state is read again under a lock at every event, so events of two
+    threads (the training loop's ``paused``, the HTTP server's ``resume``) cannot leave it paused by mistake."""
+    lock = threading.Lock()
+
+    def on_event(record: dict[str, Any]) -> None:
+        with lock:
+            if run_state() == 'paused':
+                server.pause()
+            else:
+                server.resume()
+
+    return on_event
+
+
+__all__ = ['InferenceServer', 'StepSink', 'follow_run_control']

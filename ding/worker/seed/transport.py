@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import math
 import mmap
 import os
 import secrets
 import socket
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,9 +45,11 @@ MAC_BYTES = 32
 MAX_OBS_DIMS = 4
 STEP = b's'  # actor -> server: the slot holds a new observation batch
 ACT = b'a'  # server -> actor: the slot holds the actions
+KEEP = b'k'  # server -> actor, now and then: the learner is alive (paused or busy, maybe): keep waiting
 # magic, actor id, envs, action count, observation dims, observation shape (padded with zeros)
 JOIN = struct.Struct(f'<4sHIIB{MAX_OBS_DIMS}I')
 REPLY = struct.Struct('<4sB200s')  # magic, status (0: accepted), message (utf-8, zero padded)
+REPLY_BYTES = REPLY.size + MAC_BYTES
 ACCEPTED = 0
 HANDSHAKE_TIMEOUT = 5.0
 
@@ -54,9 +58,45 @@ class TransportError(RuntimeError):
     """The peer broke the protocol, refused the join or went away."""
 
 
+class LearnerSilent(TransportError):
+    """The learner sent nothing (not even a keep-alive) for the actor's timeout: it is frozen or unreachable."""
+
+
 def new_secret() -> str:
     """A fresh run secret (256 random bits, hex)."""
     return secrets.token_hex(32)
+
+
+def parse_address(value: str, key: str = 'policy.seed.listen') -> tuple[str, int]:
+    """``'HOST:PORT'`` (an IPv4 address or a host name; port 0: any free port) as ``(host, port)``;
+    ``ValueError`` naming ``key`` otherwise."""
+    host, sep, port = str(value).rpartition(':')
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{key}: expected 'HOST:PORT' (e.g. '127.0.0.1:7777'), got {value!r}")
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        labels = host.split('.')
+        if not all(label and label.replace('-', '').isalnum() and label.isascii() for label in labels):
+            raise ValueError(f'{key}: {host!r} is neither an IPv4 address nor a host name') from None
+    return host, int(port)
+
+
+def remote_run_secret(listen: str, remote_actor_num: int, environ: Mapping[str, str] | None = None) -> str:
+    """The run secret of a learner that accepts remote actors: ``$DING_RUN_SECRET`` (remote actors are given it
+    as ``--token``). ``ValueError`` naming the key or the variable when the settings cannot work."""
+    parse_address(listen)
+    if remote_actor_num < 1:
+        raise ValueError('policy.seed.listen is set but policy.seed.remote_actor_num is 0: no remote actor may join')
+    value = (os.environ if environ is None else environ).get(RUN_SECRET_ENV, '')
+    if not value:
+        raise ValueError(
+            f'policy.seed.listen needs a run secret the remote actors know: set ${RUN_SECRET_ENV} for the learner '
+            '(and give it to `ding seed-actor --token`)'
+        )
+    from ding.interaction.base.auth import check_secret  # deferred: ding.interaction is slow to import (actors)
+
+    return check_secret(value, f'${RUN_SECRET_ENV}')
 
 
 def _mac(secret: str, *parts: bytes) -> bytes:
@@ -175,13 +215,11 @@ class JoinRequest:
     layout: SlotLayout
 
 
-def server_handshake(sock: socket.socket, secret: str) -> tuple[bytes, JoinRequest]:
-    """The server's side up to reading a join whose MAC is valid: ``(nonce, request)``. Raises
-    ``TransportError`` for a wrong MAC (before reading any field) or a malformed request."""
-    nonce = secrets.token_bytes(NONCE_BYTES)
-    sock.sendall(MAGIC + nonce)
-    body = _recv_exact(sock, JOIN.size)
-    mac = _recv_exact(sock, MAC_BYTES)
+def check_join(secret: str, nonce: bytes, body: bytes, mac: bytes) -> JoinRequest:
+    """The join ``body`` signed by ``mac`` for ``nonce``: the MAC is checked first (before any field is read),
+    then the fields. Raises ``TransportError``."""
+    if len(body) != JOIN.size or len(mac) != MAC_BYTES:
+        raise TransportError('malformed join request (size)')
     if not hmac.compare_digest(mac, _mac(secret, b'join', nonce, body)):
         raise TransportError("the join is not signed with this run's secret")
     magic, actor_id, n_envs, action_num, ndim, *shape = JOIN.unpack(body)
@@ -191,13 +229,46 @@ def server_handshake(sock: socket.socket, secret: str) -> tuple[bytes, JoinReque
         layout = SlotLayout(n_envs, tuple(shape[:ndim]), action_num)
     except ValueError as exc:
         raise TransportError(f'join request: {exc}') from None
-    return nonce, JoinRequest(actor_id, layout)
+    return JoinRequest(actor_id, layout)
+
+
+def signed_join(secret: str, nonce: bytes, actor_id: int, layout: SlotLayout) -> bytes:
+    """The actor's join message: the fields and their MAC for ``nonce``."""
+    body = layout.pack_join(actor_id)
+    return body + _mac(secret, b'join', nonce, body)
+
+
+def signed_reply(secret: str, nonce: bytes, status: int, message: str) -> bytes:
+    """The server's answer to a join (``REPLY_BYTES``): status 0 or a refusal naming why, and its MAC."""
+    body = REPLY.pack(MAGIC, status, message.encode()[:200])
+    return body + _mac(secret, b'accept', nonce, body)
+
+
+def check_reply(secret: str, nonce: bytes, data: bytes) -> None:
+    """Raise ``TransportError`` unless ``data`` is an acceptance signed by this run's learner for ``nonce``."""
+    if len(data) != REPLY_BYTES:
+        raise TransportError('the server closed the connection during the handshake (is the run secret right?)')
+    reply, mac = data[: REPLY.size], data[REPLY.size :]
+    if not hmac.compare_digest(mac, _mac(secret, b'accept', nonce, reply)):
+        raise TransportError("the server's reply is not signed with this run's secret")
+    _, status, message = REPLY.unpack(reply)
+    if status != ACCEPTED:
+        raise TransportError(f'join refused: {message.rstrip(bytes(1)).decode(errors="replace")}')
+
+
+def server_handshake(sock: socket.socket, secret: str) -> tuple[bytes, JoinRequest]:
+    """The server's side up to reading a join whose MAC is valid: ``(nonce, request)``. Raises
+    ``TransportError`` for a wrong MAC (before reading any field) or a malformed request."""
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    sock.sendall(MAGIC + nonce)
+    body = _recv_exact(sock, JOIN.size)
+    mac = _recv_exact(sock, MAC_BYTES)
+    return nonce, check_join(secret, nonce, body, mac)
 
 
 def server_reply(sock: socket.socket, secret: str, nonce: bytes, status: int, message: str, fd: int | None) -> None:
     """Answer a join: ``status`` 0 with the slot's ``fd``, or a refusal naming why in ``message``."""
-    body = REPLY.pack(MAGIC, status, message.encode()[:200])
-    payload = body + _mac(secret, b'accept', nonce, body)
+    payload = signed_reply(secret, nonce, status, message)
     if fd is None:
         sock.sendall(payload)
     else:
@@ -212,20 +283,11 @@ def client_join(sock: socket.socket, secret: str, actor_id: int, layout: SlotLay
     if hello[: len(MAGIC)] != MAGIC:
         raise TransportError('the socket does not speak the SEED transport')
     nonce = hello[len(MAGIC) :]
-    body = layout.pack_join(actor_id)
-    sock.sendall(body + _mac(secret, b'join', nonce, body))
-    size = REPLY.size + MAC_BYTES
-    data, fds, _, _ = socket.recv_fds(sock, size, 1)
+    sock.sendall(signed_join(secret, nonce, actor_id, layout))
+    data, fds, _, _ = socket.recv_fds(sock, REPLY_BYTES, 1)
     try:
-        data += _recv_exact(sock, size - len(data)) if 0 < len(data) < size else b''
-        if len(data) != size:
-            raise TransportError('the server closed the connection during the handshake (is the run secret right?)')
-        reply, mac = data[: REPLY.size], data[REPLY.size :]
-        if not hmac.compare_digest(mac, _mac(secret, b'accept', nonce, reply)):
-            raise TransportError("the server's reply is not signed with this run's secret")
-        _, status, message = REPLY.unpack(reply)
-        if status != ACCEPTED:
-            raise TransportError(f'join refused: {message.rstrip(bytes(1)).decode(errors="replace")}')
+        data += _recv_exact(sock, REPLY_BYTES - len(data)) if 0 < len(data) < REPLY_BYTES else b''
+        check_reply(secret, nonce, data)
         if len(fds) != 1:
             raise TransportError('the server accepted the join without handing over the slot')
         slot = Slot(layout, fds.pop())
@@ -239,10 +301,13 @@ def client_join(sock: socket.socket, secret: str, actor_id: int, layout: SlotLay
 class ActorClient:
     """An actor's link to the inference server: ``join()``, then ``request()`` once per env step."""
 
-    def __init__(self, socket_path: str, secret: str, actor_id: int, layout: SlotLayout) -> None:
+    def __init__(
+        self, socket_path: str, secret: str, actor_id: int, layout: SlotLayout, timeout: float | None = None
+    ) -> None:
         self.socket_path = socket_path
         self.actor_id = actor_id
         self.layout = layout
+        self.timeout = timeout  # seconds without a byte from the server (not even KEEP) before LearnerSilent
         self._secret = secret
         self._sock: socket.socket | None = None
         self._slot: Slot | None = None
@@ -253,6 +318,7 @@ class ActorClient:
             sock.settimeout(HANDSHAKE_TIMEOUT)
             sock.connect(self.socket_path)
             self._slot = client_join(sock, self._secret, self.actor_id, self.layout)
+            sock.settimeout(self.timeout)
         except BaseException:
             sock.close()
             raise
@@ -260,7 +326,8 @@ class ActorClient:
 
     def request(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
         """Send one step's observations (and the rewards / end flags of the step that led to them); wait for
-        the actions (``[n_envs] int64``, a copy). Raises ``TransportError`` when the server went away."""
+        the actions (``[n_envs] int64``, a copy). Raises ``TransportError`` when the server went away,
+        ``LearnerSilent`` when it sent nothing for ``timeout`` seconds."""
         assert self._sock is not None and self._slot is not None, 'join() first'
         views = self._slot.views
         views.obs[...] = obs
@@ -269,11 +336,18 @@ class ActorClient:
         views.truncated[...] = truncated
         try:
             self._sock.sendall(STEP)
-            answer = self._sock.recv(1)
+            while True:  # keep-alives (KEEP) may come first, and right after the ACT
+                answer = self._sock.recv(64)
+                if not answer:
+                    raise TransportError('the inference server closed the connection')
+                if answer.strip(KEEP + ACT):
+                    raise TransportError('protocol error: an unknown signal from the server')
+                if ACT in answer:
+                    break
+        except TimeoutError:
+            raise LearnerSilent(f'the learner sent nothing for {self.timeout:g} s (frozen or gone)') from None
         except OSError as exc:
             raise TransportError(f'the inference server went away: {exc}') from None
-        if answer != ACT:
-            raise TransportError('the inference server closed the connection' if not answer else 'protocol error')
         action = views.action.copy()
         if action.min() < 0 or action.max() >= self.layout.action_num:
             raise TransportError(f'the server sent an action outside [0, {self.layout.action_num})')
@@ -292,13 +366,21 @@ __all__ = [
     'ACT',
     'ActorClient',
     'JoinRequest',
+    'KEEP',
+    'LearnerSilent',
     'RUN_SECRET_ENV',
     'STEP',
     'Slot',
     'SlotLayout',
     'SlotViews',
     'TransportError',
+    'check_join',
+    'check_reply',
     'new_secret',
+    'parse_address',
+    'remote_run_secret',
     'server_handshake',
     'server_reply',
+    'signed_join',
+    'signed_reply',
 ]
