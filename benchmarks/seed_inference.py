@@ -1,15 +1,23 @@
 """SEED (central inference) on this machine: the transport's round trip and CartPole throughput.
 
-Rows:
+Rows of ``--part transports`` (the round trip per step on loopback: one actor process sends ``--requests``
+requests of 8 CartPole-sized observations and waits for 8 actions; the time seen by the actor, p50 / p99, the
+first tenth left out as warm-up):
 
-- shm transport round trip: one actor process sends ``--requests`` requests of 8 CartPole-sized observations to
-  an inference server with a 4 -> 2 linear model (no env, no learner); per-request time seen by the actor, p50 / p99;
+- shm + Unix socket and ZeroMQ (DEALER / ROUTER over TCP on 127.0.0.1), each through the real inference server
+  with a 4 -> 2 linear model (no env, no learner);
+- ZeroMQ and gRPC bidirectional streaming (generic handler, bytes in and out, no codegen), each against a bare
+  responder thread that computes the same actions with numpy: the two libraries compared on equal terms.
+
+Rows of ``--part throughput``:
+
 - SEED IMPALA / SEED DQN: ``seed_pipeline`` on ``cartpole_seed_a2c_config`` / ``cartpole_seed_dqn_config``, 2 actor
   processes x 8 envs, training, evaluation off: env steps/s over ``--seconds`` after a warm-up, mean inference
   batch, request latency p50 / p99 (server side);
 - async IMPALA (actor-side inference, 2 actor threads x 8 envs, double buffering off), the same way, for comparison.
 
-    python benchmarks/seed_inference.py [--seconds 20] [--requests 20000] [--skip-async]
+    python benchmarks/seed_inference.py [--part all|transports|throughput] [--seconds 20] [--requests 20000]
+        [--skip-async]
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import importlib
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,32 +42,99 @@ sys.path.insert(0, ROOT)
 ENVS = 8
 
 
-def client_main(socket_path: str, requests: int) -> None:
-    """The actor side of the round-trip row (run in a child process): prints p50 and p99 in microseconds."""
-    from ding.worker.seed.transport import RUN_SECRET_ENV, ActorClient, SlotLayout
+STEP_HEADER = struct.Struct('<4sI')  # the bare responders' header: a kind and the request number
+WEIGHTS = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
 
-    client = ActorClient(socket_path, os.environ[RUN_SECRET_ENV], 0, SlotLayout(ENVS, (4,), 2))
-    client.join()
-    obs = np.zeros((ENVS, 4), dtype=np.float32)
-    reward, flags = np.zeros(ENVS, dtype=np.float32), np.zeros(ENVS, dtype=bool)
+
+def _greedy(obs: bytes) -> bytes:
+    return (np.frombuffer(obs, np.float32).reshape(ENVS, 4) @ WEIGHTS).argmax(-1).astype(np.int64).tobytes()
+
+
+def _client_link(kind: str, where: str, secret: str) -> Any:
+    from ding.worker.seed.transport import ActorClient, SlotLayout
+
+    layout = SlotLayout(ENVS, (4,), 2)
+    if kind == 'shm':
+        return ActorClient(where, secret, 0, layout)
+    from ding.worker.seed.remote import RemoteActorClient
+
+    return RemoteActorClient(where, secret, 1, layout)
+
+
+def _timed(requests: int, step: Any) -> str:
     times = np.empty(requests)
     for i in range(requests):
         start = time.perf_counter()
-        client.request(obs, reward, flags, flags)
+        step(i)
         times[i] = time.perf_counter() - start
-    client.close()
     warm = times[requests // 10 :] * 1e6
-    print(f'{np.percentile(warm, 50):.1f} {np.percentile(warm, 99):.1f}')
+    return f'{np.percentile(warm, 50):.1f} {np.percentile(warm, 99):.1f}'
 
 
-def round_trip(requests: int) -> tuple[float, float]:
+def client_main(kind: str, where: str, requests: int) -> None:
+    """The actor side of a round-trip row (run in a child process): prints p50 and p99 in microseconds."""
+    obs = np.zeros((ENVS, 4), dtype=np.float32)
+    if kind in ('shm', 'zmq'):  # through the inference server
+        from ding.worker.seed.transport import RUN_SECRET_ENV
+
+        client = _client_link(kind, where, os.environ[RUN_SECRET_ENV])
+        client.join()
+        reward, flags = np.zeros(ENVS, dtype=np.float32), np.zeros(ENVS, dtype=bool)
+        print(_timed(requests, lambda i: client.request(obs, reward, flags, flags)))
+        client.close()
+    elif kind == 'zmq-bare':
+        import zmq
+
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.connect(f'tcp://{where}')
+
+        def zmq_step(i: int) -> None:
+            sock.send_multipart([STEP_HEADER.pack(b'STEP', i), obs.tobytes()])
+            np.frombuffer(sock.recv_multipart()[1], np.int64)
+
+        print(_timed(requests, zmq_step))
+        sock.close(0)
+    else:
+        import queue
+
+        import grpc
+
+        channel = grpc.insecure_channel(where)
+        outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        answers = channel.stream_stream('/ding.Seed/Act')(iter(outbox.get, None))
+
+        def grpc_step(i: int) -> None:
+            outbox.put(STEP_HEADER.pack(b'STEP', i) + obs.tobytes())
+            np.frombuffer(next(answers), np.int64, ENVS, STEP_HEADER.size)
+
+        print(_timed(requests, grpc_step))
+        outbox.put(None)
+        channel.close()
+
+
+def _run_client(kind: str, where: str, requests: int, secret: str = '') -> tuple[float, float]:
+    from ding.worker.seed.transport import RUN_SECRET_ENV
+
+    out = subprocess.run(
+        [sys.executable, __file__, '--client', kind, '--where', where, '--requests', str(requests)],
+        env={**os.environ, RUN_SECRET_ENV: secret, 'PYTHONPATH': ROOT},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    p50, p99 = (float(x) for x in out.stdout.split())
+    return p50, p99
+
+
+def server_round_trips(requests: int) -> dict[str, tuple[float, float]]:
+    """p50 / p99 of a shm actor and of a ZeroMQ actor, one after the other, against one inference server."""
     import torch
 
     from ding.worker.async_actor.queues import StagingQueue, TrajectoryQueue
     from ding.worker.seed.acting import BatchActing, QNetActing
     from ding.worker.seed.assembly import TransitionAssembler
     from ding.worker.seed.server import InferenceServer
-    from ding.worker.seed.transport import RUN_SECRET_ENV, SlotLayout, new_secret
+    from ding.worker.seed.transport import SlotLayout, new_secret
 
     class Linear(torch.nn.Module):
         def __init__(self) -> None:
@@ -84,22 +160,77 @@ def round_trip(requests: int) -> tuple[float, float]:
         ENVS,
         0,
         60.0,
+        listen='127.0.0.1:0',
+        remote_actor_num=1,
     )
     server.start()
     try:
-        out = subprocess.run(
-            [sys.executable, __file__, '--client', server.socket_path, '--requests', str(requests)],
-            env={**os.environ, RUN_SECRET_ENV: secret, 'PYTHONPATH': ROOT},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        shm = _run_client('shm', server.socket_path, requests, secret)
+        remote = _run_client('zmq', str(server.remote_address), requests, secret)
     finally:
         server.stop()
         sink_queue.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    p50, p99 = (float(x) for x in out.stdout.split())
-    return p50, p99
+    return {'shm': shm, 'zmq': remote}
+
+
+def _zmq_responder(ready: list[str], stop: threading.Event) -> None:
+    import zmq
+
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    ready.append(f'127.0.0.1:{sock.bind_to_random_port("tcp://127.0.0.1")}')
+    while not stop.is_set():
+        if sock.poll(100):
+            identity, header, obs = sock.recv_multipart()
+            sock.send_multipart([identity, header, _greedy(obs)])
+    sock.close(0)
+
+
+def _grpc_responder(ready: list[str], stop: threading.Event) -> None:
+    from concurrent import futures
+
+    import grpc
+
+    def act(requests: Any, context: Any) -> Any:
+        for message in requests:
+            yield message[: STEP_HEADER.size] + _greedy(message[STEP_HEADER.size :])
+
+    handler = grpc.method_handlers_generic_handler('ding.Seed', {'Act': grpc.stream_stream_rpc_method_handler(act)})
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((handler,))
+    ready.append(f'127.0.0.1:{server.add_insecure_port("127.0.0.1:0")}')
+    server.start()
+    stop.wait()
+    server.stop(0)
+
+
+def bare_round_trip(kind: str, requests: int) -> tuple[float, float]:
+    ready: list[str] = []
+    stop = threading.Event()
+    responder = threading.Thread(target=_zmq_responder if kind == 'zmq-bare' else _grpc_responder, args=(ready, stop))
+    responder.start()
+    try:
+        while not ready:
+            time.sleep(0.01)
+        return _run_client(kind, ready[0], requests)
+    finally:
+        stop.set()
+        responder.join()
+
+
+def transports(requests: int) -> None:
+    rows = server_round_trips(requests)
+    figures = [
+        ('shm + Unix socket, inference server', rows['shm']),
+        ('ZeroMQ DEALER/ROUTER (TCP), inference server', rows['zmq']),
+        ('ZeroMQ DEALER/ROUTER (TCP), bare numpy responder', bare_round_trip('zmq-bare', requests)),
+        ('gRPC bidi stream (TCP), bare numpy responder', bare_round_trip('grpc-bare', requests)),
+    ]
+    print(f'round trip per step on loopback, 1 actor x {ENVS} CartPole observations, {requests} requests')
+    print(f'{"transport":<50} {"p50 us":>9} {"p99 us":>9}')
+    print('-' * 70)
+    for what, (p50, p99) in figures:
+        print(f'{what:<50} {p50:>9.1f} {p99:>9.1f}')
 
 
 def _sampled_run(parts: Any, run_loop: Any, seconds: float) -> float:
@@ -157,20 +288,25 @@ def async_rate(seconds: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument('--part', choices=('all', 'transports', 'throughput'), default='all')
     parser.add_argument('--seconds', type=float, default=20.0)
     parser.add_argument('--requests', type=int, default=20_000)
     parser.add_argument('--skip-async', action='store_true')
     parser.add_argument('--client', help=argparse.SUPPRESS)
+    parser.add_argument('--where', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        client_main(args.client, args.requests)
+        client_main(args.client, args.where, args.requests)
         return
     os.environ.setdefault('DING_QUIET', '1')
     os.environ.setdefault('DING_PROGRESS', '0')
     import torch
 
     torch.set_num_threads(1)
-    p50, p99 = round_trip(args.requests)
+    if args.part in ('all', 'transports'):
+        transports(args.requests)
+    if args.part == 'transports':
+        return
     home, workdir = os.getcwd(), tempfile.mkdtemp(prefix='ding_seed_bench_')
     os.chdir(workdir)
     rows: list[tuple[str, float, str, str]] = []
@@ -184,7 +320,6 @@ def main() -> None:
     finally:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f'shm transport round trip, 1 actor x {ENVS} obs: p50 {p50:.1f} us, p99 {p99:.1f} us')
     print(f'{"CartPole":<48} {"env steps/s":>12} {"batch":>6} {"latency p50 / p99 us":>22}')
     print('-' * 91)
     for what, rate, batch, latency in rows:
