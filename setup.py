@@ -28,6 +28,8 @@ setup(
         'envpool': ['envpool>=1.2'],
         # Atari games through gymnasium (ale-py ships the ROMs; OpenCV resizes the frames)
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
+        # SEED actors on other hosts (policy.seed.listen, `ding seed-actor`): ZeroMQ messages over TCP
+        'remote': ['pyzmq>=25'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -41,6 +43,7 @@ setup(
             'envpool>=1.2',
             'ale-py>=0.10',
             'opencv-python-headless>=4.8',
+            'pyzmq>=25',
         ],
     },
     entry_points={

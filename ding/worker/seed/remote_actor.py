@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     secret = (args.token or os.environ.get(RUN_SECRET_ENV, '')).strip()
     if not secret:
-        parser.error(f'no token: give --token or set ${RUN_SECRET_ENV} (the learner\'s run secret)')
+        parser.error(f"no token: give --token or set ${RUN_SECRET_ENV} (the learner's run secret)")
     if not os.path.isfile(args.config):
         parser.error(f"config file '{args.config}' not found")
     try:
