@@ -14,8 +14,13 @@ from tests.helpers.processes import child_env
 from tests.helpers.wait import wait_until
 
 TIMEOUT = 2.0  # policy.seed.actor_timeout of both actors: long enough not to fire on a busy machine
+# gymnasium's CartPole, not EnvPool's: the actors import it in a tenth of the time
+ENV_JSON = '{"env_id": "CartPole-v1", "backend": "gymnasium"}'
 CONFIG = f"""
-main_config = dict(env=dict(env_id='CartPole-v1'), policy=dict(seed=dict(env_per_actor=4, actor_timeout={TIMEOUT})))
+main_config = dict(
+    env=dict(env_id='CartPole-v1', backend='gymnasium'),
+    policy=dict(seed=dict(env_per_actor=4, actor_timeout={TIMEOUT})),
+)
 create_config = dict(policy=dict(type='dqn'))
 """
 
@@ -40,7 +45,7 @@ def test_both_kinds_of_actor_exit_cleanly_after_actor_timeout_when_the_learner_i
         assert learner.stdout is not None
         _, _, address = learner.stdout.readline().split()
         local = ['-m', 'ding.worker.seed.actor_main', '--socket', socket_path, '--actor-id', '0', '--envs', '4']
-        actors.append(_start([*local, '--env', '{"env_id": "CartPole-v1"}', '--timeout', str(TIMEOUT)], env))
+        actors.append(_start([*local, '--env', ENV_JSON, '--timeout', str(TIMEOUT)], env))
         remote = ['--connect', address, '--actor-id', '1', '-c', str(config)]
         actors.append(_start(['-m', 'ding.entry.cli', 'seed-actor', *remote], env))
         assert learner.stdout.readline().strip() == 'served'  # both joined and were answered

@@ -31,6 +31,7 @@ CONFIG = f"""
 base = '{ROOT}/dizoo/classic_control/cartpole/config/cartpole_seed_dqn_config.py'
 main_config = dict(
     exp_name='remote_seed_dqn',
+    env=dict(backend='gymnasium'),  # starts faster than EnvPool in the actor processes
     service=dict(json_log=True),
     policy=dict(
         eval=dict(evaluator=dict(eval_freq=0)),
