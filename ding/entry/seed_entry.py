@@ -197,6 +197,7 @@ def build_seed_parts(
             settings.actor_timeout,
             settings.listen,
             settings.remote_actor_num,
+            learner.info,
         )
         if server.remote_address:
             learner.info(f'seed: remote actors join on {server.remote_address} (ding seed-actor --connect)')

@@ -22,7 +22,7 @@ import numpy as np
 
 from ding.envs.vector import make_vector_env
 
-from .transport import RUN_SECRET_ENV, ActorClient, LearnerSilent, SlotLayout, TransportError
+from .transport import RUN_SECRET_ENV, ActorClient, Dropped, LearnerSilent, SlotLayout, TransportError
 
 EXIT_REFUSED = 3
 DEFAULT_TIMEOUT = 60.0  # policy.seed.actor_timeout's default
@@ -69,7 +69,7 @@ def step_with_learner(
         while True:
             try:
                 action = client.request(obs, reward, terminated, truncated)
-            except LearnerSilent as exc:
+            except (LearnerSilent, Dropped) as exc:
                 log(f'seed actor {actor_id}: {exc}; exiting')
                 return 0
             except TransportError:

@@ -41,6 +41,7 @@ from .transport import (
     MAC_BYTES,
     NONCE_BYTES,
     REPLY_BYTES,
+    Dropped,
     LearnerSilent,
     SlotLayout,
     TransportError,
@@ -157,10 +158,11 @@ class RemoteHub:
     def has_input(self) -> bool:
         return bool(int(self._sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
-    def poll(self) -> tuple[list[RemoteLink], list[RemoteLink], list[RemoteLink]]:
+    def poll(self) -> tuple[list[RemoteLink], list[RemoteLink], list[tuple[RemoteLink, str]]]:
+        """What arrived: ``(joined links, links with a new request, (link, what was wrong) of bad messages)``."""
         joined: list[RemoteLink] = []
         requests: list[RemoteLink] = []
-        bad: list[RemoteLink] = []
+        bad: list[tuple[RemoteLink, str]] = []
         while True:
             try:
                 frames = _recv_bounded(self._sock)
@@ -172,11 +174,13 @@ class RemoteHub:
                 new = self._handshake(identity, kind[0] if kind else b'', body)
                 if new is not None:
                     joined.append(new)
-            elif kind == [STEP_KIND] and self._read_step(link, body):
-                requests.append(link)
-            else:
+                continue
+            problem = self._step_problem(link, body) if kind == [STEP_KIND] else f'a message of kind {kind[:1]!r}'
+            if problem:
                 self.stats.count_bad_message()
-                bad.append(link)
+                bad.append((link, problem))
+            else:
+                requests.append(link)
 
     def _handshake(self, identity: bytes, kind: bytes, body: list[bytes]) -> RemoteLink | None:
         if kind == HELO and not body:
@@ -209,18 +213,21 @@ class RemoteHub:
         self._send_quiet(identity, RPLY, signed_reply(self._secret, nonce, 0, 'ok'))
         return link
 
-    def _read_step(self, link: RemoteLink, body: list[bytes]) -> bool:
-        """Check one STEP against the joined layout; True (and the link holds its arrays) when it is valid."""
-        if len(body) != 4 or tuple(len(frame) for frame in body) != self._sizes:
-            return False
+    def _step_problem(self, link: RemoteLink, body: list[bytes]) -> str | None:
+        """What is wrong with one STEP for the joined layout; None when it is valid (the link then holds it)."""
+        sizes = tuple(len(frame) for frame in body)
+        if sizes != self._sizes:
+            return f'a STEP of frames {sizes} bytes, expected {self._sizes}'
         n = self.layout.n_envs
         obs = np.frombuffer(body[0], '<f4').reshape(n, *self.layout.obs_shape)
         reward = np.frombuffer(body[1], '<f4')
         terminated, truncated = np.frombuffer(body[2], np.uint8), np.frombuffer(body[3], np.uint8)
-        if terminated.max() > 1 or truncated.max() > 1 or not (np.isfinite(obs).all() and np.isfinite(reward).all()):
-            return False
+        if terminated.max() > 1 or truncated.max() > 1:
+            return 'a STEP whose end flags are not 0 / 1'
+        if not (np.isfinite(obs).all() and np.isfinite(reward).all()):
+            return 'a STEP with non-finite observations or rewards'
         link.set_step(StepArrays(obs, reward, terminated, truncated))
-        return True
+        return None
 
     def send(self, identity: bytes, kind: bytes, payload: bytes) -> None:
         """Send one message to a joined actor; ``OSError`` when it is gone or does not read (its queue full)."""
@@ -301,7 +308,7 @@ class RemoteActorClient:
             if got == kind and len(frames) == 2:
                 return payload
             if got == DROP:
-                raise TransportError(f'the learner dropped this actor: {payload[:200].decode(errors="replace")}')
+                raise Dropped(f'the learner dropped this actor: {payload[:200].decode(errors="replace")}')
             raise TransportError(f'protocol error: expected {kind!r} from the server, got {got[:8]!r}')
         if self._monitor in ready:
             raise LearnerSilent(

@@ -62,7 +62,8 @@ class StepSink(Protocol):
 class InferenceServer(threading.Thread):
     """Serves ``actor_num`` actors of slot ``layout`` on ``socket_path`` and, with ``listen`` (``'HOST:PORT'``),
     ``remote_actor_num`` more over TCP (ids ``actor_num ...``; ``remote``); ``stop()`` closes every link (the
-    actors see the end of file and exit). ``error`` holds what ended the thread, if anything but a stop."""
+    actors see the end of file and exit). ``error`` holds what ended the thread, if anything but a stop;
+    ``log`` (optional) is told which remote actor was dropped for a bad message."""
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class InferenceServer(threading.Thread):
         actor_timeout: float,
         listen: str | None = None,
         remote_actor_num: int = 0,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(name='ding-seed-inference', daemon=True)
         self.socket_path = socket_path
@@ -89,6 +91,7 @@ class InferenceServer(threading.Thread):
         self.max_wait = max_wait_us / 1e6
         self.actor_timeout = actor_timeout
         self.stats = InferenceStats()
+        self.log = log  # where a dropped remote actor is reported (e.g. the learner's logger)
         self.error: BaseException | None = None
         self._secret = secret
         self._slots = [Slot(layout) for _ in range(actor_num)]  # preallocated; replaced after a drop
@@ -273,7 +276,9 @@ class InferenceServer(threading.Thread):
             self._add_link(link)
         for link in requests:
             self._request_arrived(link)
-        for link in bad:
+        for link, problem in bad:
+            if self.log is not None:
+                self.log(f'seed: remote actor {link.actor_id} dropped: it sent {problem}')
             self._drop(link)
 
     def _read(self, link: ShmLink) -> None:

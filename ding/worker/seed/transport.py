@@ -58,6 +58,10 @@ class TransportError(RuntimeError):
     """The peer broke the protocol, refused the join or went away."""
 
 
+class Dropped(TransportError):
+    """The learner dropped this actor (a remote actor is told why)."""
+
+
 class LearnerSilent(TransportError):
     """The learner sent nothing (not even a keep-alive) for the actor's timeout: it is frozen or unreachable."""
 
@@ -366,6 +370,7 @@ __all__ = [
     'ACT',
     'ActorClient',
     'JoinRequest',
+    'Dropped',
     'KEEP',
     'LearnerSilent',
     'RUN_SECRET_ENV',

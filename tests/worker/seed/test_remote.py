@@ -21,7 +21,15 @@ import zmq
 from ding.config import read_config
 from ding.entry.seed_entry import build_seed_parts, run_seed_loop
 from ding.worker.seed.remote import RemoteActorClient
-from ding.worker.seed.transport import RUN_SECRET_ENV, SlotLayout, TransportError, new_secret, signed_join
+from ding.worker.seed.remote_actor import actor_settings
+from ding.worker.seed.transport import (
+    RUN_SECRET_ENV,
+    SlotLayout,
+    TransportError,
+    new_secret,
+    parse_address,
+    signed_join,
+)
 from tests.helpers.processes import ROOT, child_env
 from tests.helpers.wait import wait_until
 
@@ -176,3 +184,15 @@ def test_a_paused_run_answers_no_actor_and_resume_answers_them(run):
     run.control.request_resume()
     wait_until(lambda: run.requests_of(0) > served[0] and run.requests_of(1) > served[1], 30, what='served again')
     assert not run.server.paused
+
+
+def test_a_remote_actor_refuses_an_env_id_that_names_a_module_and_a_bad_address():
+    with pytest.raises(ValueError, match=r"cfg\.py: env\.env_id 'evil\.module:Env' names a module to import"):
+        actor_settings({'env': {'env_id': 'evil.module:Env'}}, 'cfg.py')
+    with pytest.raises(ValueError, match=r'policy\.seed\.env_per_actor must be an int'):
+        actor_settings({'env': {'env_id': 'CartPole-v1'}, 'policy': {'seed': {'env_per_actor': 0}}}, 'cfg.py')
+    assert actor_settings({'env': {'env_id': 'CartPole-v1'}}, 'cfg.py')[1:] == (8, 60.0)
+    assert parse_address('learner-1.example:7777', '--connect') == ('learner-1.example', 7777)
+    for bad in ('7777', 'host:', 'host:99999', 'a b:1', '[::1]:1'):
+        with pytest.raises(ValueError, match='--connect'):
+            parse_address(bad, '--connect')
