@@ -62,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - the remote extra is missing
 HELO, JOIN_KIND, STEP_KIND = b'HELO', b'JOIN', b'STEP'
 NONC, RPLY, ACTS, DROP = b'NONC', b'RPLY', b'ACTS', b'DROP'
 MAX_FRAMES = 5  # kind + 4 arrays: the longest valid message
+MAX_MESSAGES_PER_POLL = 1024
 MAX_PENDING_JOINS = 256  # nonces handed out and not yet used (the oldest is forgotten first)
 REFUSED = 1
 
@@ -163,11 +164,11 @@ class RemoteHub:
         joined: list[RemoteLink] = []
         requests: list[RemoteLink] = []
         bad: list[tuple[RemoteLink, str]] = []
-        while True:
+        for _ in range(MAX_MESSAGES_PER_POLL):  # a flood waits for the next round: the server thread moves on
             try:
                 frames = _recv_bounded(self._sock)
             except zmq.Again:
-                return joined, requests, bad
+                break
             identity, kind, body = frames[0], frames[1:2], frames[2:]
             link = self._links.get(identity)
             if link is None:
@@ -181,6 +182,7 @@ class RemoteHub:
                 bad.append((link, problem))
             else:
                 requests.append(link)
+        return joined, requests, bad
 
     def _handshake(self, identity: bytes, kind: bytes, body: list[bytes]) -> RemoteLink | None:
         if kind == HELO and not body:
