@@ -19,6 +19,7 @@ import pytest
 import zmq
 
 from ding.config import read_config
+from ding.entry.cli import main as cli_main
 from ding.entry.seed_entry import build_seed_parts, run_seed_loop
 from ding.worker.seed.remote import RemoteActorClient
 from ding.worker.seed.remote_actor import actor_settings
@@ -196,3 +197,18 @@ def test_a_remote_actor_refuses_an_env_id_that_names_a_module_and_a_bad_address(
     for bad in ('7777', 'host:', 'host:99999', 'a b:1', '[::1]:1'):
         with pytest.raises(ValueError, match='--connect'):
             parse_address(bad, '--connect')
+
+
+def test_ding_seed_actor_refuses_bad_arguments_before_any_work(tmp_path, capsys, monkeypatch):
+    config = tmp_path / 'cfg.py'
+    config.write_text("main_config = dict(env=dict(env_id='evil:Env'))\ncreate_config = dict()\n")
+    monkeypatch.delenv(RUN_SECRET_ENV, raising=False)
+    argv = ['seed-actor', '--actor-id', '1', '-c', str(config), '--connect']
+    for args, message in (
+        ([*argv, 'nowhere'], "--connect: expected 'HOST:PORT'"),
+        ([*argv, '127.0.0.1:9'], 'no token: give --token or set $DING_RUN_SECRET'),
+        ([*argv, '127.0.0.1:9', '--token', new_secret()], "env.env_id 'evil:Env' names a module to import"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            cli_main(args)
+        assert exited.value.code == 2 and message in capsys.readouterr().err
