@@ -1,5 +1,6 @@
-"""SEED-style central inference on one host: actor processes step envs and send observations through shared
-memory; the learner's inference server batches them, acts with the newest model and assembles trajectories.
+"""SEED-style central inference: actor processes step envs and send observations through shared memory (one
+host) or ZeroMQ (other hosts, ``remote``); the learner's inference server batches them, acts with the newest
+model and assembles trajectories.
 
 Names resolve lazily: an actor process (``actor_main``) imports this package without torch.
 """
@@ -15,8 +16,13 @@ _EXPORTS = {
     'SEED_BOUNDS': '.config',
     'SEED_DEFAULTS': '.config',
     'SeedSettings': '.config',
+    'ActorLink': '.links',
+    'ShmLink': '.links',
     'ActorProcesses': '.processes',
+    'RemoteActorClient': '.remote',
+    'RemoteHub': '.remote',
     'InferenceServer': '.server',
+    'follow_run_control': '.server',
     'InferenceStats': '.stats',
     'ActorClient': '.transport',
     'SlotLayout': '.transport',
