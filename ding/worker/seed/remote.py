@@ -14,6 +14,7 @@ actor -> server           frames after the kind
 ``JOIN``                  the signed join (``transport.signed_join``)
 ``STEP``                  observations ``[n_envs, *obs_shape] float32``, rewards ``[n_envs] float32``,
                           terminated and truncated ``[n_envs] uint8`` (raw little-endian bytes)
+``QUIT``                  none: the actor leaves (dropped at once; a crashed one after ``actor_timeout``)
 ========================  ==========================================================================
 
 Server -> actor: ``NONC`` + nonce, ``RPLY`` + the signed reply, ``ACTS`` + ``[n_envs] int64``, ``DROP`` + why.
@@ -59,7 +60,7 @@ except ImportError as exc:  # pragma: no cover - the remote extra is missing
         'SEED remote actors (policy.seed.listen, ding seed-actor) need pyzmq: pip install "ding[remote]"'
     ) from exc
 
-HELO, JOIN_KIND, STEP_KIND = b'HELO', b'JOIN', b'STEP'
+HELO, JOIN_KIND, STEP_KIND, QUIT = b'HELO', b'JOIN', b'STEP', b'QUIT'
 NONC, RPLY, ACTS, DROP = b'NONC', b'RPLY', b'ACTS', b'DROP'
 MAX_FRAMES = 5  # kind + 4 arrays: the longest valid message
 MAX_MESSAGES_PER_POLL = 1024
@@ -159,11 +160,12 @@ class RemoteHub:
     def has_input(self) -> bool:
         return bool(int(self._sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
-    def poll(self) -> tuple[list[RemoteLink], list[RemoteLink], list[tuple[RemoteLink, str]]]:
-        """What arrived: ``(joined links, links with a new request, (link, what was wrong) of bad messages)``."""
+    def poll(self) -> tuple[list[RemoteLink], list[RemoteLink], list[tuple[RemoteLink, str | None]]]:
+        """What arrived: ``(joined links, links with a new request, links to drop)``; a link to drop comes with
+        what was wrong with its message, or None when the actor left (``QUIT``)."""
         joined: list[RemoteLink] = []
         requests: list[RemoteLink] = []
-        bad: list[tuple[RemoteLink, str]] = []
+        gone: list[tuple[RemoteLink, str | None]] = []
         for _ in range(MAX_MESSAGES_PER_POLL):  # a flood waits for the next round: the server thread moves on
             try:
                 frames = _recv_bounded(self._sock)
@@ -171,6 +173,10 @@ class RemoteHub:
                 break
             identity, kind, body = frames[0], frames[1:2], frames[2:]
             link = self._links.get(identity)
+            if kind == [QUIT] and not body:
+                if link is not None:  # a dropped actor's goodbye is ignored
+                    gone.append((link, None))
+                continue
             if link is None:
                 new = self._handshake(identity, kind[0] if kind else b'', body)
                 if new is not None:
@@ -179,10 +185,10 @@ class RemoteHub:
             problem = self._step_problem(link, body) if kind == [STEP_KIND] else f'a message of kind {kind[:1]!r}'
             if problem:
                 self.stats.count_bad_message()
-                bad.append((link, problem))
+                gone.append((link, problem))
             else:
                 requests.append(link)
-        return joined, requests, bad
+        return joined, requests, gone
 
     def _handshake(self, identity: bytes, kind: bytes, body: list[bytes]) -> RemoteLink | None:
         if kind == HELO and not body:
@@ -340,9 +346,14 @@ class RemoteActorClient:
         return action
 
     def close(self) -> None:
+        """Leave: tell the learner (``QUIT``, best effort, 0.2 s at most) and close."""
         if self._sock is not None:
             self._sock.disable_monitor()
-            self._sock.close(0)
+            try:
+                self._sock.send(QUIT, zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass  # not connected (any more): nobody to tell
+            self._sock.close(200)
             self._sock = None
         if self._monitor is not None:
             self._monitor.close(0)

@@ -271,13 +271,13 @@ class InferenceServer(threading.Thread):
     def _poll_remote(self) -> None:
         if self._remote is None:
             return
-        joined, requests, bad = self._remote.poll()
+        joined, requests, gone = self._remote.poll()
         for link in joined:
             self._add_link(link)
         for link in requests:
             self._request_arrived(link)
-        for link, problem in bad:
-            if self.log is not None:
+        for link, problem in gone:
+            if problem and self.log is not None:
                 self.log(f'seed: remote actor {link.actor_id} dropped: it sent {problem}')
             self._drop(link)
 

@@ -175,6 +175,15 @@ def test_garbage_drops_that_actor_and_the_others_keep_being_served(run):
     assert run.server.joined() == [0, 1]
 
 
+def test_a_remote_actor_that_leaves_is_dropped_at_once_and_its_id_can_join_again(run):
+    dropped, bad = run.server.stats.dropped_actors, run.server.stats.bad_messages
+    _joined_peer(run, 2).close()  # says QUIT
+    wait_until(lambda: run.server.stats.dropped_actors == dropped + 1, 10, what='actor 2 dropped on its QUIT')
+    _joined_peer(run, 2).close()
+    wait_until(lambda: run.server.stats.dropped_actors == dropped + 2, 10, what='actor 2 joined and left again')
+    assert run.server.stats.bad_messages == bad and run.server.joined() == [0, 1]
+
+
 def test_a_paused_run_answers_no_actor_and_resume_answers_them(run):
     run.control.request_pause()
     wait_until(lambda: run.server.paused, 30, what='the server paused with the run')
