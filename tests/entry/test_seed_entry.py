@@ -12,7 +12,6 @@ from ding.entry.seed_entry import check_seed_config, seed_pipeline
 from dizoo.classic_control.cartpole.config import cartpole_seed_a2c_config, cartpole_seed_dqn_config
 
 DQN = (cartpole_seed_dqn_config.main_config, cartpole_seed_dqn_config.create_config)
-A2C = (cartpole_seed_a2c_config.main_config, cartpole_seed_a2c_config.create_config)
 LSTM_CONFIG = os.path.join(os.path.dirname(cartpole_seed_a2c_config.__file__), 'cartpole_seed_lstm_config.py')
 
 
@@ -87,16 +86,11 @@ def test_seed_dqn_trains_from_the_actors_transitions_and_every_actor_exits(capsy
 
 @pytest.mark.slow
 def test_seed_impala_with_an_lstm_core_learns_cartpole(capsys):
-    # A short bar (random play scores ~10-20): seed 0 reached 101 at 28k env steps, 204 at 40k (load 8).
+    # The one end-to-end SEED IMPALA run (the feed-forward model takes the same path with no state; its time to
+    # solve is in benchmarks/seed_solve.py). A short bar, random play scores ~10-20: seed 0 reached 101 at 28k
+    # env steps and 204 at 40k (load 8), where the feed-forward config needs 44k-56k steps to solve (195).
     main, create, _ = read_config(LSTM_CONFIG)
     main.env.stop_value = 100
     seed_pipeline((main, create), seed=0, max_env_step=60_000)
-    summary = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[ding] ')][-1]
-    assert 'SOLVED' in summary, summary
-
-
-@pytest.mark.slow
-def test_seed_a2c_solves_cartpole(capsys):
-    seed_pipeline(A2C, seed=0, max_env_step=200_000)
     summary = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[ding] ')][-1]
     assert 'SOLVED' in summary, summary
