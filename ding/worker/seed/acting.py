@@ -2,10 +2,10 @@
 
 ``BatchActing`` runs an ``AsyncActorPolicy`` (``ding.worker.async_actor.protocol``) on a batch joined from
 several actors: each actor's recurrent state (one row per env) is kept here between its requests, reset by the
-policy where an observation starts an episode and dropped with a dropped actor (a rejoined actor starts from the
-initial state); the state before an actor's last request is kept too, as the initial state of the unroll that
-starts there. With ``eps`` given (SEED DQN) each actor explores epsilon-greedily with its own epsilon. ``QNetActing`` is that protocol for a
-Q network (DQN's model): the greedy action and the Q values as logits.
+policy where an observation starts an episode and dropped with a dropped actor (a rejoined actor starts from
+the initial state); the state before an actor's last request is kept too, as the initial state of the unroll
+that starts there. With ``eps`` given (SEED DQN) each actor explores epsilon-greedily with its own epsilon.
+``QNetActing`` is that protocol for a Q network (DQN's model): the greedy action and the Q values as logits.
 """
 
 from __future__ import annotations
