@@ -109,10 +109,11 @@ def check_seed_config(cfg: Any, policy_type: str) -> SeedSettings:
         read_settings(env_cfg, False)
     except ValueError as exc:
         raise ConfigError(f'env: {exc}') from None
-    if policy_type == 'dqn' and int(policy_cfg.get('nstep', 1)) != 1:
-        raise ConfigError(f'policy.nstep = {policy_cfg.get("nstep")}: SEED DQN assembles one-step transitions (use 1)')
-    if (policy_cfg.get('model') or {}).get('lstm_hidden_size'):
-        raise ConfigError('policy.model.lstm_hidden_size: the SEED pipeline runs feed-forward models only (None)')
+    nstep = policy_cfg.get('nstep', 1)
+    if policy_type == 'dqn' and (isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1):
+        raise ConfigError(f'policy.nstep = {nstep!r}: expected an int >= 1 (the steps of an n-step return)')
+    if policy_type == 'dqn' and (policy_cfg.get('model') or {}).get('lstm_hidden_size'):
+        raise ConfigError('policy.model.lstm_hidden_size: SEED DQN runs feed-forward Q networks only (None)')
     return settings
 
 
@@ -180,8 +181,12 @@ def build_seed_parts(
         all_actors = settings.actor_num + (settings.remote_actor_num if settings.listen else 0)
         eps = [settings.actor_eps(i) for i in range(all_actors)] if is_dqn else None
         acting = BatchActing(acting_policy, staging, eps)
-        assembler_cls = TransitionAssembler if is_dqn else UnrollAssembler
-        assembler = assembler_cls(settings.unroll_len, layout, queue)
+        assembler: TransitionAssembler | UnrollAssembler
+        if is_dqn:
+            nstep, gamma = int(cfg.policy.nstep), float(cfg.policy.discount_factor)
+            assembler = TransitionAssembler(settings.unroll_len, layout, queue, nstep, gamma)
+        else:  # a recurrent model's unrolls carry the actor state the acting kept
+            assembler = UnrollAssembler(settings.unroll_len, layout, queue, acting.state_before)
         socket_dir = tempfile.mkdtemp(prefix='ding-seed-')
         closables.append(lambda: shutil.rmtree(socket_dir, ignore_errors=True))
         secret = remote_run_secret(settings.listen, settings.remote_actor_num) if settings.listen else new_secret()

@@ -1,9 +1,11 @@
 """Acting on the learner side: one forward for the observations of every waiting actor, with the newest weights.
 
 ``BatchActing`` runs an ``AsyncActorPolicy`` (``ding.worker.async_actor.protocol``) on a batch joined from
-several actors: each actor's recurrent state is kept here between its requests, and with ``eps`` given
-(SEED DQN) each actor explores epsilon-greedily with its own epsilon. ``QNetActing`` is that protocol for a
-Q network (DQN's model): the greedy action and the Q values as logits.
+several actors: each actor's recurrent state (one row per env) is kept here between its requests, reset by the
+policy where an observation starts an episode and dropped with a dropped actor (a rejoined actor starts from
+the initial state); the state before an actor's last request is kept too, as the initial state of the unroll
+that starts there. With ``eps`` given (SEED DQN) each actor explores epsilon-greedily with its own epsilon.
+``QNetActing`` is that protocol for a Q network (DQN's model): the greedy action and the Q values as logits.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class BatchActing:
         self.eps = None if eps is None else [float(e) for e in eps]
         self.model = policy.actor_model()
         self.version: int | None = None
-        self._states: dict[int, Any] = {}
+        self._states: dict[int, Any] = {}  # per actor: its envs' state after its last request
+        self._before: dict[int, Any] = {}  # ... and before it
         self._rng = np.random.default_rng()
 
     def refresh(self) -> int:
@@ -93,6 +96,12 @@ class BatchActing:
     def forget(self, actor_id: int) -> None:
         """Drop an actor's recurrent state (it left; a rejoin starts from the initial state)."""
         self._states.pop(actor_id, None)
+        self._before.pop(actor_id, None)
+
+    def state_before(self, actor_id: int) -> Any:
+        """The recurrent state of ``actor_id``'s envs before the observations of its last request (an unroll
+        starting at that request carries it as ``initial_state``); None for feed-forward models."""
+        return self._before.get(actor_id)
 
     def _state_of(self, actor_id: int, n_envs: int) -> Any:
         state = self._states.get(actor_id)
@@ -108,8 +117,10 @@ class BatchActing:
             action, logit, new_state = self.policy.actor_step(
                 self.model, torch.from_numpy(obs), _join_state(states), torch.from_numpy(first)
             )
-        for (actor_id, _), state in zip(segments, _split_state(new_state, sizes)):
-            self._states[actor_id] = state
+        # Kept as they are: whoever keeps one beyond the next request copies it (the assembler does).
+        for (actor_id, _), before, after in zip(segments, states, _split_state(new_state, sizes)):
+            self._before[actor_id] = before
+            self._states[actor_id] = after
         actions = action.numpy().astype(np.int64, copy=True)
         logits = logit.numpy()
         if self.eps is not None:

@@ -21,7 +21,7 @@ cartpole_seed_dqn_config = dict(
             encoder_hidden_size_list=[128, 128, 64],
             dueling=True,
         ),
-        nstep=1,
+        nstep=1,  # 3 was measured too (benchmarks/seed_solve.py --dqn-nstep 1 3): more env steps to solve, no faster
         discount_factor=0.97,
         learn=dict(
             batch_size=64,
