@@ -54,6 +54,30 @@ def greedy_action(model: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return logit.argmax(dim=-1)
 
 
+def actor_output_layer(model: torch.nn.Module) -> torch.nn.Linear | None:
+    """The layer giving the logits or the Gaussian mean: ``actor_head.mu`` or the last ``Linear`` of
+    ``actor_head`` (``vac``) / ``head`` (``dqn``); None for other models."""
+    head = getattr(model, 'actor_head', None) or getattr(model, 'head', None)
+    if not isinstance(head, torch.nn.Module):
+        return None
+    mu = getattr(head, 'mu', None)
+    if isinstance(mu, torch.nn.Linear):
+        return mu
+    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
+    return linears[-1] if linears else None
+
+
+def shrink_actor_output(model: torch.nn.Module, std: float) -> None:
+    """Re-draw the actor's output weights from N(0, std) and zero its bias (nothing for other models)."""
+    layer = actor_output_layer(model)
+    if layer is None:
+        return
+    with torch.no_grad():
+        layer.weight.normal_(0.0, std)
+        if layer.bias is not None:
+            layer.bias.zero_()
+
+
 def flat_parameters_of(model: torch.nn.Module) -> torch.Tensor:
     """A float32 copy of ``model``'s parameters as one vector (``parameters()`` order)."""
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach().float().clone()
@@ -153,6 +177,9 @@ class ESPolicy(Policy):
             eps=1e-8,
             weight_decay=0.005,
             max_partial_lag=2,
+            # std of the actor's output layer at the start (bias 0): near-equal logits / a near-zero mean, so the
+            # first perturbations change behaviour; None keeps the model's own initialisation
+            actor_output_init_std=0.01,
         ),
         collect=dict(
             # env of the rollouts: a ding env ({'type': registered name, 'import_names': [...], + its config
@@ -179,6 +206,11 @@ class ESPolicy(Policy):
         if not weight_decay >= 0:
             raise ValueError(f'policy.learn.weight_decay: expected >= 0, got {lcfg.weight_decay!r}')
         self._model.requires_grad_(False)  # ES never backpropagates; the Adam step works on one flat vector
+        init_std = lcfg.get('actor_output_init_std')
+        if init_std is not None and not self._model_given:  # a model given as an object keeps its weights
+            # With the default init one action can dominate every observation; perturbations of size sigma
+            # then rarely change an episode, all returns tie and ES has no direction (seen on CartPole).
+            shrink_actor_output(self._model, _positive_float(init_std, 'policy.learn.actor_output_init_std'))
         self._model.eval()
         self._dim = sum(p.numel() for p in self._model.parameters())
         noise_cfg = self._cfg.noise_table
