@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ding.rl_utils.es import NoiseTable, centred_ranks, es_gradient
+from ding.rl_utils.es import AdamState, NoiseTable, centred_ranks, es_gradient
 from ding.utils.registry import POLICY_REGISTRY
 
 from .base_policy import Policy
@@ -93,49 +93,6 @@ def write_flat_parameters(model: torch.nn.Module, flat: torch.Tensor) -> None:
             offset += n
     if offset != flat.numel():
         raise ValueError(f'flat parameters: {flat.numel()} values for a model of {offset} parameters')
-
-
-class AdamState:
-    """Adam on one flat float32 vector, with L2 weight decay added to the gradient (as ``torch.optim.Adam``'s
-    ``weight_decay``). Plain numpy: the ES parameters never see autograd, and ``torch.optim``'s first use imports
-    ``torch._dynamo``, seconds at the start of every learner."""
-
-    def __init__(
-        self, dim: int, learning_rate: float, betas: tuple[float, float], eps: float, weight_decay: float
-    ) -> None:
-        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError(f'policy.learn.betas: expected two numbers in [0, 1), got {betas!r}')
-        self.learning_rate, self.betas, self.eps, self.weight_decay = learning_rate, betas, eps, weight_decay
-        self.exp_avg = np.zeros(dim, dtype=np.float32)
-        self.exp_avg_sq = np.zeros(dim, dtype=np.float32)
-        self.steps = 0
-
-    def step(self, theta: np.ndarray, gradient: np.ndarray) -> np.ndarray:
-        """New parameters one step along the ascent direction ``gradient`` (a new array; ``theta`` is kept)."""
-        beta1, beta2 = self.betas
-        descent = self.weight_decay * theta - gradient  # Adam minimises: the negated ascent plus the L2 term
-        self.steps += 1
-        self.exp_avg = beta1 * self.exp_avg + (1.0 - beta1) * descent
-        self.exp_avg_sq = beta2 * self.exp_avg_sq + (1.0 - beta2) * np.square(descent)
-        m_hat = self.exp_avg / (1.0 - beta1**self.steps)
-        v_hat = self.exp_avg_sq / (1.0 - beta2**self.steps)
-        return (theta - self.learning_rate * m_hat / (np.sqrt(v_hat) + self.eps)).astype(np.float32)
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {
-            'exp_avg': torch.from_numpy(self.exp_avg.copy()),
-            'exp_avg_sq': torch.from_numpy(self.exp_avg_sq.copy()),
-            'step': torch.tensor(self.steps, dtype=torch.int64),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        exp_avg = np.asarray(state['exp_avg'], dtype=np.float32)
-        exp_avg_sq = np.asarray(state['exp_avg_sq'], dtype=np.float32)
-        if exp_avg.shape != self.exp_avg.shape or exp_avg_sq.shape != self.exp_avg_sq.shape:
-            raise ValueError(
-                f'ES optimizer state: moments of shape {exp_avg.shape}, the model has {self.exp_avg.shape}'
-            )
-        self.exp_avg, self.exp_avg_sq, self.steps = exp_avg.copy(), exp_avg_sq.copy(), int(state['step'])
 
 
 @POLICY_REGISTRY.register('es')
