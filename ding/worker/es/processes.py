@@ -15,25 +15,24 @@ WORKER_MODULE = 'ding.worker.es.worker_main'
 
 
 class ESWorkerProcesses:
-    """``worker_num`` processes of ``ding.worker.es.worker_main`` connecting to ``host:port``. The token reaches
+    """``worker_num`` processes of ``ding.worker.es.worker_main`` (``start_all(host, port)``). The token reaches
     them through their environment (``environ``, default this process's, plus the token), never their command
     line. A worker that exits is not restarted: the server goes on with the others (and with remote ones)."""
 
-    def __init__(
-        self, host: str, port: int, token: str, worker_num: int, environ: Mapping[str, str] | None = None
-    ) -> None:
-        self.address = f'{host}:{port}'
+    def __init__(self, token: str, worker_num: int, environ: Mapping[str, str] | None = None) -> None:
         self.worker_num = worker_num
         self._environ = {**(os.environ if environ is None else environ), RUN_SECRET_ENV: token}
         self._procs: list[subprocess.Popen[bytes]] = []
 
-    def command(self) -> list[str]:
+    @staticmethod
+    def command(host: str, port: int) -> list[str]:
         """A worker's command line (another host: ``ding es-worker --connect HOST:PORT --token T``)."""
-        return [sys.executable, '-m', WORKER_MODULE, '--connect', self.address]
+        return [sys.executable, '-m', WORKER_MODULE, '--connect', f'{host}:{port}']
 
-    def start_all(self) -> None:
+    def start_all(self, host: str, port: int) -> None:
+        """Start the workers, connecting to the server at ``host:port``."""
         for _ in range(self.worker_num):
-            self._procs.append(subprocess.Popen(self.command(), env=self._environ, stdin=subprocess.DEVNULL))
+            self._procs.append(subprocess.Popen(self.command(host, port), env=self._environ, stdin=subprocess.DEVNULL))
 
     def pids(self) -> list[int]:
         return [proc.pid for proc in self._procs]

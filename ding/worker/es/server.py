@@ -82,6 +82,7 @@ class ESServer:
         capacity: int,
         seed: int = 0,
         logger: logging.Logger | None = None,
+        stats: ESServerStats | None = None,
     ) -> None:
         if not token:
             raise ValueError('ESServer: an empty token would let anyone join')
@@ -89,7 +90,7 @@ class ESServer:
         self.settings = settings
         self.seed = seed
         self.logger = logger or logging.getLogger('ding.worker.es.server')
-        self.stats = ESServerStats()
+        self.stats = stats or ESServerStats()
         self.buffer = PartialBuffer(capacity)
         self.downloads = DownloadTable(settings.chunk_bytes, settings.very_old_lag)
         self.address: tuple[str, int] | None = None
@@ -323,11 +324,13 @@ class ESServer:
             self.logger.debug(f'es server: worker {link.worker_id} got model {chunk.version}')
 
     def _on_model_update(self, image: ModelImage) -> None:
+        if self.buffer.update_done():
+            self.logger.debug('es server: the buffer that filled during the update went to the next one')
+        if image.version == self._latest.version:
+            return  # the update used no partial (all had become stale): the workers have this model
         self._latest = image
         self.stats.add('model_updates')
         self.logger.debug(f'es server: model {image.version} published')
-        if self.buffer.update_done():
-            self.logger.debug('es server: the buffer that filled during the update went to the next one')
         for link in list(self._links.values()):
             if link.initialised:
                 self._signal_download(link)

@@ -54,6 +54,12 @@ class ESServerStats:
         """Env steps the workers reported (the run's env-step count)."""
         return self['env_steps']
 
+    @envstep.setter
+    def envstep(self, value: int) -> None:
+        """Continue counting from ``value`` (a resumed run's env steps)."""
+        with self._lock:
+            self._counts['env_steps'] = int(value)
+
     def snapshot(self) -> dict[str, float]:
         """Every counter of ``ES_COUNTERS`` (``partials_per_second`` over the last ``rate_window`` seconds)."""
         with self._lock:
