@@ -189,6 +189,8 @@ class ESServer:
                 self._on_valid_packet(link, message)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the worker went away
+        except asyncio.CancelledError:
+            pass  # the server is stopping (ending normally: asyncio logs a cancelled connection task as an error)
         finally:
             self._on_disconnected(link)
             writer.close()
