@@ -24,6 +24,7 @@ from ding.config.errors import ConfigError
 from ding.config.validate import raise_problems, unknown_keys_allowed, validate_section
 from ding.envs import create_env_manager, get_vec_env_setting
 from ding.policy import create_policy
+from ding.policy.es import ESPolicy
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
 from ding.utils.log_helper import build_summary_writer
@@ -53,7 +54,7 @@ class ESParts:
     """What an ES run is made of (the fields ``finish_run`` and the run service read included)."""
 
     cfg: EasyDict
-    policy: Any
+    policy: ESPolicy
     learner: BaseLearner
     server: ESServer
     workers: ESWorkerProcesses
@@ -126,6 +127,8 @@ def build_es_parts(
         closables.append(evaluator_env.close)
         evaluator_env.seed(cfg.seed, dynamic_seed=False)
         policy = create_policy(cfg.policy, model=model, enable_field=['learn', 'eval'])
+        if not isinstance(policy, ESPolicy):
+            raise ConfigError(f"create_config.policy.type 'es' built a {type(policy).__name__}, not an ESPolicy")
         tb_logger = build_summary_writer(os.path.join(f'./{cfg.exp_name}/log/', 'es'))
         closables.append(tb_logger.close)
         learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
