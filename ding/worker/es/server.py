@@ -135,7 +135,10 @@ class ESServer:
         """The update finished: signal "model update" with the new parameters (thread-safe)."""
         image = model_image(version, flat)
         assert self._loop is not None, 'start() first'
-        self._loop.call_soon_threadsafe(self._on_model_update, image)
+        try:
+            self._loop.call_soon_threadsafe(self._on_model_update, image)
+        except RuntimeError:
+            pass  # the server stopped meanwhile: no worker is left to send it to
 
     # ---- the loop thread -------------------------------------------------------------------------
     def _run(self) -> None:

@@ -1,11 +1,12 @@
 """An ES worker process: connects to the learner's ES server, asks for initialisation (the worker spec: env,
 model, noise table), then evaluates antithetic noise pairs with the newest model it has and sends each pair's
-returns. A receiver thread takes model downloads chunk by chunk (acknowledging each one) while the main
+returns. A receiver thread takes model downloads chunk by chunk (acknowledging each but the last) while the main
 thread keeps evaluating with the model it has.
 
 ``ding es-worker --connect HOST:PORT --token T`` (or the token in ``$DING_RUN_SECRET``; the pipeline's local
 workers get it there, never on their command line). Exits 0 when the server goes away or on SIGTERM; 2 on bad
-arguments; 3 when the server cannot be reached, refuses the token or breaks the protocol.
+arguments; 3 when the server cannot be reached, refuses the token, breaks the protocol or describes a rollout
+this worker cannot build.
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ def run_worker(host: str, port: int, token: str) -> int:
         if reply.type != 'init':
             print(f'[ding] es worker: expected the init reply, got {reply.type!r}', file=sys.stderr)
             return EXIT_UNREACHABLE
-        rollout = ESRollout.from_spec(reply.fields['spec'], reply.fields['seed'])
+        try:
+            rollout = ESRollout.from_spec(reply.fields['spec'], reply.fields['seed'])
+        except ValueError as exc:  # a spec this worker cannot build (another version, an env it lacks)
+            print(f'[ding] es worker: cannot build the rollout the server describes: {exc}', file=sys.stderr)
+            return EXIT_UNREACHABLE
         receiver = ModelReceiver(conn)
         receiver.start()
         return _evaluate_until_closed(conn, receiver, rollout)
