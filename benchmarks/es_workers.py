@@ -130,7 +130,7 @@ def part_throughput(seconds: float, counts: list[int]) -> None:
             workers = ESWorkerProcesses(TOKEN, n)
             workers.start_all(host, port)
             try:
-                wait_for(lambda: server.stats['downloads_completed'] >= n, 120, f'{n} workers with a model')
+                wait_for(lambda s=server, k=n: s.stats['downloads_completed'] >= k, 120, f'{n} workers with a model')
                 before = server.stats.snapshot()
                 time.sleep(seconds)
                 after = server.stats.snapshot()
