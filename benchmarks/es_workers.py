@@ -33,25 +33,24 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from ding.config.merge import deep_merge_dicts  # noqa: E402
+from ding.entry.es_entry import build_es_parts, run_es_loop  # noqa: E402
+from ding.policy.es import ESPolicy  # noqa: E402
 from ding.worker.es.config import ESServerSettings  # noqa: E402
 from ding.worker.es.partial_buffer import UpdateThread  # noqa: E402
 from ding.worker.es.processes import ESWorkerProcesses  # noqa: E402
 from ding.worker.es.protocol import HELLO_BYTES, LENGTH, FrameCodec, read_hello, session_key  # noqa: E402
 from ding.worker.es.server import ESServer  # noqa: E402
+from dizoo.classic_control.cartpole.config import cartpole_es_config  # noqa: E402
 
 TOKEN = 'benchmark-token'
 
 
 def cartpole_config() -> tuple[Any, Any]:
-    from dizoo.classic_control.cartpole.config import cartpole_es_config
-
     return copy.deepcopy(cartpole_es_config.main_config), copy.deepcopy(cartpole_es_config.create_config)
 
 
-def make_policy() -> Any:
-    from ding.config.merge import deep_merge_dicts
-    from ding.policy.es import ESPolicy
-
+def make_policy() -> ESPolicy:
     main, _ = cartpole_config()
     return ESPolicy(deep_merge_dicts(ESPolicy.default_config(), main.policy), enable_field=['learn', 'eval'])
 
@@ -96,8 +95,6 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 
 def part_solve(seeds: list[int]) -> None:
-    from ding.entry.es_entry import build_es_parts, run_es_loop
-
     print('| seed | solved | wall s | updates | env steps | episodes |\n|---|---|---|---|---|---|')
     for seed in seeds:
         main, create = cartpole_config()
