@@ -23,7 +23,7 @@ from ding.rl_utils.es import NoiseTable, centred_ranks, es_gradient
 from ding.utils.registry import POLICY_REGISTRY
 
 from .base_policy import Policy
-from .common_utils import build_adam, stack_obs
+from .common_utils import stack_obs
 
 WORKER_SPEC_VERSION = 1
 DEFAULT_MODEL = ('vac', ['ding.model.template.vac'])
@@ -69,6 +69,49 @@ def write_flat_parameters(model: torch.nn.Module, flat: torch.Tensor) -> None:
             offset += n
     if offset != flat.numel():
         raise ValueError(f'flat parameters: {flat.numel()} values for a model of {offset} parameters')
+
+
+class AdamState:
+    """Adam on one flat float32 vector, with L2 weight decay added to the gradient (as ``torch.optim.Adam``'s
+    ``weight_decay``). Plain numpy: the ES parameters never see autograd, and ``torch.optim``'s first use imports
+    ``torch._dynamo``, seconds at the start of every learner."""
+
+    def __init__(
+        self, dim: int, learning_rate: float, betas: tuple[float, float], eps: float, weight_decay: float
+    ) -> None:
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f'policy.learn.betas: expected two numbers in [0, 1), got {betas!r}')
+        self.learning_rate, self.betas, self.eps, self.weight_decay = learning_rate, betas, eps, weight_decay
+        self.exp_avg = np.zeros(dim, dtype=np.float32)
+        self.exp_avg_sq = np.zeros(dim, dtype=np.float32)
+        self.steps = 0
+
+    def step(self, theta: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        """New parameters one step along the ascent direction ``gradient`` (a new array; ``theta`` is kept)."""
+        beta1, beta2 = self.betas
+        descent = self.weight_decay * theta - gradient  # Adam minimises: the negated ascent plus the L2 term
+        self.steps += 1
+        self.exp_avg = beta1 * self.exp_avg + (1.0 - beta1) * descent
+        self.exp_avg_sq = beta2 * self.exp_avg_sq + (1.0 - beta2) * np.square(descent)
+        m_hat = self.exp_avg / (1.0 - beta1**self.steps)
+        v_hat = self.exp_avg_sq / (1.0 - beta2**self.steps)
+        return (theta - self.learning_rate * m_hat / (np.sqrt(v_hat) + self.eps)).astype(np.float32)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {
+            'exp_avg': torch.from_numpy(self.exp_avg.copy()),
+            'exp_avg_sq': torch.from_numpy(self.exp_avg_sq.copy()),
+            'step': torch.tensor(self.steps, dtype=torch.int64),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        exp_avg = np.asarray(state['exp_avg'], dtype=np.float32)
+        exp_avg_sq = np.asarray(state['exp_avg_sq'], dtype=np.float32)
+        if exp_avg.shape != self.exp_avg.shape or exp_avg_sq.shape != self.exp_avg_sq.shape:
+            raise ValueError(
+                f'ES optimizer state: moments of shape {exp_avg.shape}, the model has {self.exp_avg.shape}'
+            )
+        self.exp_avg, self.exp_avg_sq, self.steps = exp_avg.copy(), exp_avg_sq.copy(), int(state['step'])
 
 
 @POLICY_REGISTRY.register('es')
@@ -141,13 +184,13 @@ class ESPolicy(Policy):
         noise_cfg = self._cfg.noise_table
         self._noise = NoiseTable(int(noise_cfg.seed), int(noise_cfg.size))
         self._noise.max_noise_id(self._dim)  # raises when the model does not fit the table
-        self._theta = torch.nn.Parameter(flat_parameters_of(self._model))
-        self._optimizer = build_adam(
-            [self._theta],
+        self._theta = flat_parameters_of(self._model).numpy()
+        self._adam = AdamState(
+            self._dim,
             _positive_float(lcfg.learning_rate, 'policy.learn.learning_rate'),
-            betas=tuple(lcfg.betas),
-            eps=float(lcfg.eps),
-            weight_decay=weight_decay,
+            tuple(lcfg.betas),
+            float(lcfg.eps),
+            weight_decay,
         )
         self._version = 0
         self._lock = threading.Lock()  # parameters (model, theta, optimizer) and version
@@ -180,12 +223,12 @@ class ESPolicy(Policy):
     def flat_parameters(self) -> np.ndarray:
         """A float32 copy of the current parameters (what a model download sends)."""
         with self._lock:
-            return self._theta.detach().numpy().copy()
+            return self._theta.copy()
 
     def flat_parameters_with_version(self) -> tuple[np.ndarray, int]:
         """The parameters and the version they belong to, read together."""
         with self._lock:
-            return self._theta.detach().numpy().copy(), self._version
+            return self._theta.copy(), self._version
 
     def make_partial(self, noise_id: int, return_pos: float, return_neg: float, model_version: int) -> ESPartial | None:
         """An ``ESPartial`` for a worker's result, or None when it is too old (the staleness rule).
@@ -232,18 +275,15 @@ class ESPolicy(Policy):
                 all_returns = returns_pos
                 weights = self._shape(all_returns)
             gradient = es_gradient(self._noise, noise_ids, weights, self._dim, self._sigma, all_returns.size)
-            descent = torch.from_numpy(-gradient)  # Adam minimises; its weight_decay adds the L2 term
+            # only an update (one at a time) changes theta and the Adam state: the step can run outside the lock
+            theta = self._adam.step(self._theta, gradient)
+            step_norm = float(np.linalg.norm(theta - self._theta))
             with self._lock:
-                before = self._theta.detach().clone()
-                self._theta.grad = descent
-                self._optimizer.step()
-                self._theta.grad = None
-                write_flat_parameters(self._model, self._theta.detach())
+                self._theta = theta  # a new array: a reader holding the old one keeps a consistent copy
+                write_flat_parameters(self._model, torch.from_numpy(theta))
                 self._version += 1
-                after = self._theta.detach()
-                step_norm = float(torch.linalg.vector_norm(after - before))
-                param_norm = float(torch.linalg.vector_norm(after))
                 version = self._version
+            param_norm = float(np.linalg.norm(theta))
             return {
                 **stats,
                 'version': float(version),
@@ -253,7 +293,7 @@ class ESPolicy(Policy):
                 'grad_norm': float(np.linalg.norm(gradient)),
                 'step_norm': step_norm,
                 'param_norm': param_norm,
-                'cur_lr': float(self._optimizer.param_groups[0]['lr']),
+                'cur_lr': self._adam.learning_rate,
             }
 
     def _shape(self, returns: np.ndarray) -> np.ndarray:
@@ -297,19 +337,19 @@ class ESPolicy(Policy):
     # ---- checkpoints ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Model weights, Adam state and version (tensors, for safetensors checkpoints)."""
-        with self._lock:
+        with self._update_lock, self._lock:
             return {
                 'model': {k: v.clone() for k, v in self._model.state_dict().items()},
-                'optimizer': copy.deepcopy(self._optimizer.state_dict()),
+                'optimizer': self._adam.state_dict(),
                 'version': torch.tensor(self._version, dtype=torch.int64),
             }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        with self._lock:
+        with self._update_lock, self._lock:
             self._model.load_state_dict(state_dict['model'])
-            self._theta.data.copy_(flat_parameters_of(self._model))
+            self._theta = flat_parameters_of(self._model).numpy()
             if 'optimizer' in state_dict:
-                self._optimizer.load_state_dict(state_dict['optimizer'])
+                self._adam.load_state_dict(state_dict['optimizer'])
             if 'version' in state_dict:
                 self._version = int(state_dict['version'])
 
