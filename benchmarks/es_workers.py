@@ -44,6 +44,7 @@ from ding.worker.es.server import ESServer  # noqa: E402
 from dizoo.classic_control.cartpole.config import cartpole_es_config  # noqa: E402
 
 TOKEN = 'benchmark-token'
+SLOW_CHUNK_BYTES = 128  # the CartPole model (131 floats) then takes 5 chunks
 
 
 def cartpole_config() -> tuple[Any, Any]:
@@ -204,7 +205,7 @@ def run_simulated(workers: list[SimulatedWorker], seconds: float, probe: Any = N
 def part_slow_worker(seconds: float, ack_delay: float) -> None:
     print('| chunk bytes | ack delay s | updates | bytes sent per update | resets | skipped updates |')
     print('|---|---|---|---|---|---|')
-    with Served(make_policy(), chunk_bytes=1024, very_old_lag=2) as served:
+    with Served(make_policy(), chunk_bytes=SLOW_CHUNK_BYTES, very_old_lag=2) as served:
         server = served.server
         host, port = server.address  # type: ignore[misc]
         workers = ESWorkerProcesses(TOKEN, 2)
@@ -218,7 +219,7 @@ def part_slow_worker(seconds: float, ack_delay: float) -> None:
         finally:
             workers.stop()
     updates = max(1.0, after['model_updates'] - before['model_updates'])
-    print(f'| 1024 | {ack_delay} | {updates:.0f} | {(after["bytes_sent"] - before["bytes_sent"]) / updates:.0f} | '
+    print(f'| {SLOW_CHUNK_BYTES} | {ack_delay} | {updates:.0f} | {(after["bytes_sent"] - before["bytes_sent"]) / updates:.0f} | '
           f'{after["download_resets"]:.0f} | {after["skipped_model_updates"]:.0f} |')  # fmt: skip
 
 
