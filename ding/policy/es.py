@@ -311,7 +311,7 @@ class ESPolicy(Policy):
         if model_type is None:
             model_type, import_names = self.default_model()
         ccfg = self._cfg.collect
-        env = dict(ccfg.get('env') or {})
+        env = {k: v for k, v in (ccfg.get('env') or {}).items() if k not in ('cfg_type', 'allow_unknown_keys')}
         if not env.get('type') and not env.get('env_id'):
             raise ValueError(
                 "policy.collect.env: give a ding env ({'type': name, 'import_names': [...]}) or a gymnasium id "

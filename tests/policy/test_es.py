@@ -1,12 +1,17 @@
 import json
+import os
 import threading
 
 import numpy as np
 import pytest
 import torch
 
+from ding.config import compile_config, read_config
 from ding.policy import ESPartial, ESPolicy, create_policy
 from ding.utils.checkpoint import load_checkpoint, save_checkpoint
+from ding.worker.es.rollout import ESRollout
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CARTPOLE_ENV = {'type': 'cartpole', 'import_names': ['dizoo.classic_control.cartpole.envs.cartpole_env']}
 
@@ -200,3 +205,18 @@ def test_worker_spec_is_json_and_names_a_missing_env():
     given = ESPolicy(dict(noise_table=dict(seed=0, size=100_000)), model=torch.nn.Linear(3, 2))
     with pytest.raises(ValueError, match='describe it in policy.model'):
         given.worker_spec()
+
+
+@pytest.mark.parametrize(
+    'path',
+    [
+        'dizoo/classic_control/cartpole/config/cartpole_es_config.py',
+        'dizoo/classic_control/pendulum/config/pendulum_es_config.py',
+    ],
+)
+def test_the_dizoo_es_configs_compile_to_a_policy_whose_spec_builds_a_rollout(path):
+    main, create, _ = read_config(os.path.join(ROOT, path))
+    cfg = compile_config(main, seed=0, auto=True, create_cfg=create, save_cfg=False)
+    policy = create_policy(cfg.policy, enable_field=['learn', 'eval'])
+    rollout = ESRollout.from_spec(policy.worker_spec(), seed=0)
+    assert rollout.dim == policy.dim

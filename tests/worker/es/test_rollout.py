@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from ding.model import DQN, VAC
 from ding.policy import ESPolicy
+from ding.policy.es import greedy_action, write_flat_parameters
 from ding.worker.es.noise import MAX_NOISE_TABLE_SIZE
-from ding.worker.es.rollout import ESRollout
+from ding.worker.es.rollout import ESRollout, NumpyActor
 
 CARTPOLE_ENV = {'type': 'cartpole', 'import_names': ['dizoo.classic_control.cartpole.envs.cartpole_env']}
 CARTPOLE_MODEL = dict(
@@ -137,3 +139,24 @@ def test_parameters_from_the_learner_are_checked(spec):
         rollout.set_parameters(bad, 0)
     with pytest.raises(ValueError, match='version'):
         rollout.set_parameters(np.zeros(rollout.dim, np.float32), -1)
+
+
+@pytest.mark.parametrize(
+    'model, numpy_path',
+    [
+        (VAC(4, 2, encoder_hidden_size_list=[8, 8], actor_head_layer_num=1), True),
+        (VAC(3, 2, action_space='continuous', bound_type='tanh', encoder_hidden_size_list=[8]), True),
+        (DQN(4, 2, encoder_hidden_size_list=[8], dueling=True), False),  # mean and sum of two heads: not a chain
+    ],
+)
+def test_small_actors_act_in_numpy_and_follow_parameter_writes(model, numpy_path):
+    model.requires_grad_(False)
+    actor = NumpyActor.build(model, model.obs_shape)
+    assert (actor is not None) == numpy_path
+    if actor is None:
+        return
+    write_flat_parameters(model, torch.randn(sum(p.numel() for p in model.parameters())))  # after the build
+    observations = torch.randn(16, model.obs_shape)
+    expected = greedy_action(model, observations).numpy()
+    for obs, action in zip(observations.numpy(), expected):
+        np.testing.assert_allclose(actor(obs), action, rtol=1e-4, atol=1e-5)
