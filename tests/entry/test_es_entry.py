@@ -91,7 +91,7 @@ def test_the_server_counters_are_prometheus_gauges_of_the_run_service():
 
 @pytest.mark.slow
 def test_ding_es_solves_cartpole_with_local_workers(capsys):
-    assert ding_main(['-m', 'es', '-c', CONFIG_FILE, '-s', '0', '--exp-name', 'es_run']) == 0
+    assert ding_main(['-m', 'es', '-c', CONFIG_FILE, '-s', '1', '--exp-name', 'es_run']) == 0
     err = capsys.readouterr().err
     summary = [line for line in err.splitlines() if line.startswith('[ding] es_run: ')]
     assert summary and 'SOLVED' in summary[-1], err[-3000:]
