@@ -28,6 +28,8 @@ setup(
         'envpool': ['envpool>=1.2'],
         # Atari games through gymnasium (ale-py ships the ROMs; OpenCV resizes the frames)
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
+        # the ES pipeline's worker protocol (ding -m es, ding es-worker): msgpack frame headers
+        'es': ['msgpack>=1.0'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -41,6 +43,7 @@ setup(
             'envpool>=1.2',
             'ale-py>=0.10',
             'opencv-python-headless>=4.8',
+            'msgpack>=1.0',
         ],
     },
     entry_points={
