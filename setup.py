@@ -30,6 +30,8 @@ setup(
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         # SEED actors on other hosts (policy.seed.listen, `ding seed-actor`): ZeroMQ messages over TCP
         'remote': ['pyzmq>=25'],
+        # the ES pipeline's worker protocol (ding -m es, ding es-worker): msgpack frame headers
+        'es': ['msgpack>=1.0'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -44,6 +46,7 @@ setup(
             'ale-py>=0.10',
             'opencv-python-headless>=4.8',
             'pyzmq>=25',
+            'msgpack>=1.0',
         ],
     },
     entry_points={

@@ -9,6 +9,7 @@ _EXPORTS = {
     'parallel_pipeline': '.parallel_entry',
     'async_pipeline': '.async_entry',
     'seed_pipeline': '.seed_entry',
+    'es_pipeline': '.es_entry',
 }
 
 __all__ = list(_EXPORTS)

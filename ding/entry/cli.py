@@ -21,7 +21,7 @@ from .lifeline import die_with_launcher
 from .rank_launcher import launch_ranks
 from .startup import limit_openmp_threads
 
-MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async', 'seed')
+MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async', 'seed', 'es')
 RANK_MODES = ('serial', 'serial_onpolicy', 'async')  # the modes that run on several ranks (--nproc, torchrun)
 
 
@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         description='Train and evaluate reinforcement-learning agents.',
         epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0\n'
         'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME\n'
-        'a SEED actor on another host: ding seed-actor --connect HOST:PORT --actor-id I -c cfg.py',
+        'a SEED actor on another host: ding seed-actor --connect HOST:PORT --actor-id I -c cfg.py\n'
+        'an ES worker on another host: ding es-worker --connect HOST:PORT --token T',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
@@ -109,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         from ding.worker.seed.remote_actor import main as seed_actor_main  # deferred: pyzmq is optional
 
         return seed_actor_main(argv[1:])
+    if argv and argv[0] == 'es-worker':  # `ding es-worker --connect HOST:PORT --token T` (ding.worker.es)
+        limit_openmp_threads()
+        from ding.worker.es.worker_main import main as es_worker_main  # deferred: torch and msgpack, this mode only
+
+        return es_worker_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.query_registry:
         return _query(args.query_registry)
@@ -278,6 +284,12 @@ def _run_one(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) -
         from .seed_entry import seed_pipeline  # deferred: imports torch (after limit_openmp_threads)
 
         seed_pipeline(
+            (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
+        )
+    elif args.mode == 'es':
+        from .es_entry import es_pipeline  # deferred: imports torch (after limit_openmp_threads)
+
+        es_pipeline(
             (cfg, create_cfg), seed, max_train_iter=args.train_iter, max_env_step=args.env_step, resume=args.resume
         )
     elif args.mode == 'parallel':

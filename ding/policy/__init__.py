@@ -1,4 +1,4 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo + *_command)."""
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo, es + *_command)."""
 
 from .a2c import A2CPolicy
 from .appo import APPOPolicy
@@ -11,6 +11,7 @@ from .command_mode_policy_instance import (
     PPOCommandModePolicy,
 )
 from .dqn import DQNPolicy
+from .es import ESPartial, ESPolicy
 from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
@@ -26,6 +27,8 @@ __all__ = [
     'A2CPolicy',
     'IMPALAPolicy',
     'APPOPolicy',
+    'ESPolicy',
+    'ESPartial',
     'EpsCommandModePolicy',
     'DummyCommandModePolicy',
     'DQNCommandModePolicy',
