@@ -29,7 +29,6 @@ def write_config(
     stop_value: float = 195,
     collector: dict | None = None,
     learner_hook: dict | None = None,
-    system_collectors: dict | None = None,
 ) -> str:
     """A copy of the parallel CartPole DQN config with the given changes (the file is a real config file)."""
     lines = [
@@ -43,8 +42,6 @@ def write_config(
         lines.append(f'main_config.policy.collect.collector[{key!r}] = {value!r}')
     if learner_hook:
         lines.append(f'main_config.policy.learn.learner.setdefault("hook", {{}}).update({learner_hook!r})')
-    if system_collectors:
-        lines.append(f'system_config.collector = {system_collectors!r}')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(lines) + '\n')
     return path

@@ -1,5 +1,6 @@
 """The run service in parallel mode, end to end: a real ``ding -m parallel`` run (coordinator, learner and
-collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated; weights over HTTP."""
+collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated. (Collectors that take their
+weights over HTTP solve CartPole in tests/entry/test_e2e_cartpole.py.)"""
 
 import os
 import stat
@@ -169,38 +170,6 @@ def test_terminate_writes_a_final_checkpoint_and_exits(live_run):
     assert its and its[-1] > 20, its  # save_ckpt_after_iter is out of reach: this is the final one
     assert 'terminated by run control' in run.output()
     assert run.run_info() is None and run.run_info('run_learner0.json') is None
-
-
-@pytest.mark.slow
-def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
-    """Collectors look for policy files in a directory nobody writes to: they can only act with the
-    learner's weights if they fetch them over HTTP."""
-    nowhere = str(tmp_path / 'no_policy_here')
-    collectors = {f'collector{i}': dict(path_policy=nowhere) for i in range(2)}
-    # A greedy return of 120 needs trained weights (an untrained Q-network's greedy policy stays far below); the
-    # config's 195 is test_e2e_cartpole's point and would only make this run longer.
-    cfg = write_config(
-        str(tmp_path / 'cfg.py'),
-        service=SERVICE,
-        stop_value=120,
-        collector=dict(policy_transport='http'),
-        system_collectors=collectors,
-    )
-    run = ParallelRun(str(tmp_path), cfg, '--env-step', '400000')  # a bound for a run gone wrong, not a target
-    try:
-        assert run.proc.wait(360) == 0, run.output()[-3000:]
-    finally:
-        run.stop()
-    assert 'SOLVED' in run.output(), run.output()[-2000:]
-    assert not os.path.exists(nowhere) or not os.listdir(nowhere)
-    logs = os.path.join(str(tmp_path), EXP, 'log')
-    text = ''
-    for root, _, files in os.walk(logs):
-        for name in files:
-            if name.endswith('.txt'):
-                with open(os.path.join(root, name), encoding='utf-8', errors='replace') as f:
-                    text += f.read()
-    assert 'loaded policy_iter' in text and 'from 127.0.0.1:' in text
 
 
 def test_http_transport_needs_the_service(tmp_path, monkeypatch):
