@@ -58,12 +58,16 @@ def test_a_parallel_run_trains_over_tls_and_refuses_plain_and_foreign_clients(tm
         assert ding_main(['ctl', 'status', '--exp-dir', run.exp_dir]) == 0
         assert ding_main(['ctl', 'status', '--address', info['url'], '--ca-file', pki.other_ca_file]) == 1
         # a client that connects and says nothing is dropped after system.http.read_timeout, by the learner and by
-        # the coordinator alike
-        for silent_port in (port, _coordinator_port(run)):
-            with socket.create_connection(('127.0.0.1', silent_port), timeout=10) as silent:
-                started = time.monotonic()
-                assert silent.recv(1) == b''
+        # the coordinator alike (both connected at once: one wait)
+        silent = [socket.create_connection(('127.0.0.1', p), timeout=10) for p in (port, _coordinator_port(run))]
+        started = time.monotonic()
+        try:
+            for connection in silent:
+                assert connection.recv(1) == b''
                 assert 1.5 < time.monotonic() - started < 6.0
+        finally:
+            for connection in silent:
+                connection.close()
         assert ding_main(['ctl', 'terminate', '--exp-dir', run.exp_dir]) == 0
         assert run.proc.wait(120) == 0, run.output()[-3000:]
     finally:
