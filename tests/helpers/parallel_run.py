@@ -1,5 +1,5 @@
 """A real ``ding -m parallel`` run in a subprocess, for the end-to-end tests of the run service in
-parallel mode (tests/service/test_parallel_service.py, tests/resilience/test_parallel_resume.py)."""
+parallel mode (tests/service/test_parallel_service.py, tests/entry/test_parallel_resume.py, ...)."""
 
 from __future__ import annotations
 
@@ -96,17 +96,18 @@ class ParallelRun:
 
 
 class Service:
-    """HTTP calls to one process's run service, address and token from its run file."""
+    """HTTP calls to one process's run service, address, token and (over TLS) CA file from its run file."""
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.url = info['url']
         self.headers = {'Authorization': f'Bearer {info["token"]}'}
+        self.verify: str | bool = info.get('ca_file') or True
 
     def get(self, path: str) -> requests.Response:
-        return requests.get(self.url + path, timeout=30)
+        return requests.get(self.url + path, timeout=30, verify=self.verify)
 
     def post(self, path: str, body: dict | None = None) -> requests.Response:
-        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60)
+        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60, verify=self.verify)
 
     def status(self) -> dict[str, Any]:
         r = self.get('/run/status')
