@@ -43,8 +43,8 @@ class _MemoryMap:
 
 def _run_until_it_ends(tmp_path, block_before=None, block_during=None) -> str:
     """A parallel CartPole run (never solved, a checkpoint every 50 iterations) with ``block_before(exp_dir)`` done
-    before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint; asserts it ends with exit 1, without a retry,
-    leaves no worker and its main process never mapped libtorch while the run was on; returns its output."""
+    before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint; asserts it ends with exit 1, without a
+    retry, leaves no worker and its main process never mapped libtorch while the run was on; returns its output."""
     cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000, learner_hook=dict(save_ckpt_after_iter=50))
     exp_dir = tmp_path / EXP
     exp_dir.mkdir()
