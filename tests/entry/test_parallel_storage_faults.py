@@ -41,11 +41,17 @@ class _MemoryMap:
         return False
 
 
-def _run_until_it_ends(tmp_path, block_before=None, block_during=None) -> str:
-    """A parallel CartPole run (never solved, a checkpoint every 50 iterations) with ``block_before(exp_dir)`` done
-    before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint; asserts it ends with exit 1, without a
-    retry, leaves no worker and its main process never mapped libtorch while the run was on; returns its output."""
-    cfg = write_config(str(tmp_path / 'cfg.py'), stop_value=100000, learner_hook=dict(save_ckpt_after_iter=50))
+def _run_until_it_ends(tmp_path, block_before=None, block_during=None, collectors: int = 1) -> str:
+    """A parallel CartPole run (never solved, a checkpoint every 50 iterations, ``collectors`` collector processes)
+    with ``block_before(exp_dir)`` done before it starts and ``block_during(exp_dir)`` once it wrote a checkpoint;
+    asserts it ends with exit 1, without a retry, leaves no worker and its main process never mapped libtorch while
+    the run was on; returns its output."""
+    cfg = write_config(
+        str(tmp_path / 'cfg.py'),
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=50),
+        collector=dict(collector_num=collectors),
+    )
     exp_dir = tmp_path / EXP
     exp_dir.mkdir()
     if block_before is not None:
@@ -102,7 +108,8 @@ def _block_data_directory(exp_dir) -> None:
 
 @pytest.mark.slow
 def test_a_sample_file_the_disk_refuses_ends_the_parallel_run_naming_it(tmp_path):
-    output = _run_until_it_ends(tmp_path, block_during=_block_data_directory)
+    # two collectors: a sample file refused by one is not a task to hand to the other
+    output = _run_until_it_ends(tmp_path, block_during=_block_data_directory, collectors=2)
     last = output.strip().splitlines()[-1]
     assert last.startswith('ding: error: the run ended: collector task'), output[-3000:]
     assert f'cannot write a sample file in {tmp_path / EXP / "data"} (' in last and 'samples were NOT saved' in last
