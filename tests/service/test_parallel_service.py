@@ -42,7 +42,11 @@ def live_run(tmp_path_factory, pki):
     in order; the last one terminates it."""
     cwd = str(tmp_path_factory.mktemp('parallel_service'))
     cfg = write_config(
-        os.path.join(cwd, 'cfg.py'), service=SERVICE, stop_value=100000, learner_hook=dict(save_ckpt_after_iter=100000)
+        os.path.join(cwd, 'cfg.py'),
+        service=SERVICE,
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100000),
+        collector=dict(collector_num=1),  # one collector process feeds the learner enough to show training
     )
     with open(cfg, 'a', encoding='utf-8') as f:
         f.write(f'system_config.tls = {pki.tls_section()!r}\n')
