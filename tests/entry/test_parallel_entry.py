@@ -86,13 +86,14 @@ def test_sigkilled_collector_and_learner_are_restarted_and_the_run_completes(tmp
 PIPELINE_SCRIPT = textwrap.dedent("""
     from tests.helpers.toy_workers import toy_config
     from ding.entry.parallel_entry import parallel_pipeline
-    parallel_pipeline(toy_config({exp!r}, stop_value=1e9), seed=0)
+    parallel_pipeline(toy_config({exp!r}, collector_num=1, stop_value=1e9), seed=0)
 """)
 
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL], ids=['sigterm', 'sigkill'])
-def test_a_stopped_pipeline_leaves_no_worker_behind(tmp_path, sig):
-    exp = f'toy_{sig.name.lower()}'
+def test_a_sigtermed_pipeline_leaves_no_worker_behind(tmp_path):
+    """A SIGKILLed pipeline leaves no worker either: tests/entry/test_lifeline.py kills one at each moment of its
+    start-up, the last once every worker serves, as here."""
+    exp = 'toy_sigterm'
     env = child_env(DING_PROGRESS='0')
     proc = subprocess.Popen(
         [sys.executable, '-c', PIPELINE_SCRIPT.format(exp=exp)],
@@ -102,16 +103,14 @@ def test_a_stopped_pipeline_leaves_no_worker_behind(tmp_path, sig):
         stderr=subprocess.PIPE,
     )
     try:
-        names = ('learner0', 'collector0', 'collector1')
+        names = ('learner0', 'collector0')
         assert wait_until(lambda: all(ready_pid(tmp_path / exp, n) for n in names), 120)
-        assert len(worker_pids(str(tmp_path))) == 3
+        assert len(worker_pids(str(tmp_path))) == 2
         time.sleep(0.5)
-        proc.send_signal(sig)
+        proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-        if sig == signal.SIGTERM:
-            assert b'not solved (interrupted)' in proc.stderr.read()
-        # SIGTERM: the pipeline stops them; SIGKILL: each worker gets SIGTERM from the kernel (ding.entry.lifeline).
-        # Each then closes gracefully (a learner stops its task within stop_timeout, 10 s): 40 s on a loaded machine.
+        assert b'not solved (interrupted)' in proc.stderr.read()
+        # Each closes gracefully (a learner stops its task within stop_timeout, 10 s): 40 s on a loaded machine.
         wait_until(lambda: worker_pids(str(tmp_path)) == [], 40, what='every worker process to end')
     finally:
         if proc.poll() is None:
@@ -157,7 +156,10 @@ def test_heartbeats_reveal_a_killed_worker_without_help_from_the_pipeline(tmp_pa
     """No supervisor here: only the interaction layer can tell the coordinator that collector0 is gone."""
     monkeypatch.chdir(tmp_path)
     cfg = compile_config_parallel(
-        *toy_config('toy_hb', stop_value=1e9, collector_extra=dict(calls_per_task=1000, step_sleep=0.05)), seed=0
+        *toy_config(
+            'toy_hb', collector_num=1, stop_value=1e9, collector_extra=dict(calls_per_task=1000, step_sleep=0.05)
+        ),
+        seed=0,
     )
     config_json = tmp_path / 'parallel_config.json'
     config_json.write_text(json.dumps(cfg))

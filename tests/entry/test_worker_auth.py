@@ -28,21 +28,24 @@ def _rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith('VmRSS:'))
 
 
-@pytest.fixture
-def collector(tmp_path, monkeypatch):
-    """collector0 of a toy run, in its own process with the run secret, serving on 127.0.0.1."""
-    monkeypatch.chdir(tmp_path)
-    cfg = compile_config_parallel(*toy_config('toy_auth', collector_num=1), seed=0)
-    config_json = tmp_path / 'parallel_config.json'
-    config_json.write_text(json.dumps(cfg))
-    (tmp_path / 'run').mkdir()
-    worker = WorkerProcess('collector', 'collector0', str(config_json), 'run', '.', secret=SECRET)
-    try:
-        worker.launch()
-        wait_until(worker.check_ready, 120, what='collector0 to serve')
-        yield worker
-    finally:
-        stop_workers([worker])
+@pytest.fixture(scope='module')
+def collector(tmp_path_factory):
+    """collector0 of a toy run, in its own process with the run secret, serving on 127.0.0.1; shared by the tests
+    below (each leaves it unbound: its masters close)."""
+    tmp_path = tmp_path_factory.mktemp('worker_auth')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)  # the worker writes its run directory in the current one
+        cfg = compile_config_parallel(*toy_config('toy_auth', collector_num=1), seed=0)
+        config_json = tmp_path / 'parallel_config.json'
+        config_json.write_text(json.dumps(cfg))
+        (tmp_path / 'run').mkdir()
+        worker = WorkerProcess('collector', 'collector0', str(config_json), 'run', '.', secret=SECRET)
+        try:
+            worker.launch()
+            wait_until(worker.check_ready, 120, what='collector0 to serve')
+            yield worker
+        finally:
+            stop_workers([worker])
 
 
 def _post_connect(port: int, headers: dict, body: bytes) -> requests.Response:

@@ -1,5 +1,5 @@
 """A real ``ding -m parallel`` run in a subprocess, for the end-to-end tests of the run service in
-parallel mode (tests/service/test_parallel_service.py, tests/resilience/test_parallel_resume.py)."""
+parallel mode (tests/service/test_parallel_service.py, tests/entry/test_parallel_resume.py, ...)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ def write_config(
     stop_value: float = 195,
     collector: dict | None = None,
     learner_hook: dict | None = None,
-    system_collectors: dict | None = None,
 ) -> str:
     """A copy of the parallel CartPole DQN config with the given changes (the file is a real config file)."""
     lines = [
@@ -43,8 +42,6 @@ def write_config(
         lines.append(f'main_config.policy.collect.collector[{key!r}] = {value!r}')
     if learner_hook:
         lines.append(f'main_config.policy.learn.learner.setdefault("hook", {{}}).update({learner_hook!r})')
-    if system_collectors:
-        lines.append(f'system_config.collector = {system_collectors!r}')
     with open(path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(lines) + '\n')
     return path
@@ -99,17 +96,18 @@ class ParallelRun:
 
 
 class Service:
-    """HTTP calls to one process's run service, address and token from its run file."""
+    """HTTP calls to one process's run service, address, token and (over TLS) CA file from its run file."""
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.url = info['url']
         self.headers = {'Authorization': f'Bearer {info["token"]}'}
+        self.verify: str | bool = info.get('ca_file') or True
 
     def get(self, path: str) -> requests.Response:
-        return requests.get(self.url + path, timeout=30)
+        return requests.get(self.url + path, timeout=30, verify=self.verify)
 
     def post(self, path: str, body: dict | None = None) -> requests.Response:
-        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60)
+        return requests.post(self.url + path, json=body or {}, headers=self.headers, timeout=60, verify=self.verify)
 
     def status(self) -> dict[str, Any]:
         r = self.get('/run/status')

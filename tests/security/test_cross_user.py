@@ -64,6 +64,7 @@ def live_run():
             service=dict(enable=True),
             stop_value=100000,
             learner_hook=dict(save_ckpt_after_iter=20),
+            collector=dict(collector_num=1),  # the probes go to learner0 and collector0
         )
         with open(cfg, 'a', encoding='utf-8') as f:
             f.write(f'system_config.secret_file = {secret_file!r}\n')

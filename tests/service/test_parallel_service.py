@@ -1,15 +1,25 @@
 """The run service in parallel mode, end to end: a real ``ding -m parallel`` run (coordinator, learner and
-collector processes, HTTP on 127.0.0.1) paused, tuned, resumed, scraped and terminated; weights over HTTP."""
+collector processes on 127.0.0.1) paused, tuned, resumed, scraped and terminated. The run is over TLS (``system.tls``,
+certificates made by ``openssl``: tests/helpers/tls.py): every server speaks HTTPS, a plain-HTTP client or one
+trusting another CA gets nothing, and ``ding ctl`` finds the CA in run.json. (One run for both: each start of a
+parallel CartPole run costs tens of seconds. Collectors that take their weights over HTTP solve CartPole in
+tests/entry/test_e2e_cartpole.py; the run service over plain HTTP serves tests/entry/test_parallel_resume.py and
+tests/security/test_cross_user.py.)"""
 
+import json
 import os
+import socket
 import stat
 import time
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ding.config.errors import ConfigError
+from ding.entry.cli import main as ding_main
 from tests.helpers.parallel_run import EXP, ParallelRun, Service, checkpoint_iterations, write_config
+from tests.helpers.tls import Pki, make_pki
 
 TOKEN = 'configured-token-5e1f0c'
 SERVICE = dict(enable=True, weights_freq=20, token=TOKEN)
@@ -22,13 +32,25 @@ def metrics_of(service: Service) -> dict:
 
 
 @pytest.fixture(scope='module')
-def live_run(tmp_path_factory):
-    """One parallel run that does not end by itself (stop value out of reach), shared by the tests below
+def pki(tmp_path_factory) -> Pki:
+    return make_pki(str(tmp_path_factory.mktemp('pki')))
+
+
+@pytest.fixture(scope='module')
+def live_run(tmp_path_factory, pki):
+    """One parallel run over TLS that does not end by itself (stop value out of reach), shared by the tests below
     in order; the last one terminates it."""
     cwd = str(tmp_path_factory.mktemp('parallel_service'))
     cfg = write_config(
-        os.path.join(cwd, 'cfg.py'), service=SERVICE, stop_value=100000, learner_hook=dict(save_ckpt_after_iter=100000)
+        os.path.join(cwd, 'cfg.py'),
+        service=SERVICE,
+        stop_value=100000,
+        learner_hook=dict(save_ckpt_after_iter=100000),
+        collector=dict(collector_num=1),  # one collector process feeds the learner enough to show training
     )
+    with open(cfg, 'a', encoding='utf-8') as f:
+        f.write(f'system_config.tls = {pki.tls_section()!r}\n')
+        f.write('system_config.http = dict(read_timeout=2.0)\n')  # shows that system.http reaches every server
     run = ParallelRun(cwd, cfg)
     try:
         info = run.wait_for(lambda: run.run_info(), 60, 'the coordinator run.json')
@@ -57,6 +79,52 @@ def test_coordinator_run_file_status_and_metrics(live_run):
     # the learner serves its weights; the coordinator does not
     assert learner.get('/weights/meta').status_code == 200
     assert coordinator.get('/weights/meta').status_code == 404
+
+
+def _worker_port(run: ParallelRun, name: str) -> int:
+    with open(os.path.join(run.exp_dir, 'run', f'{name}.ready'), encoding='utf-8') as f:
+        return int(json.load(f)['port'])
+
+
+@pytest.mark.slow
+def test_every_server_speaks_tls_and_refuses_plain_and_foreign_clients(live_run, pki):
+    run, coordinator, learner = live_run
+    port = _worker_port(run, 'learner0')
+    info = run.run_info()
+    with requests.Session() as session:
+        session.trust_env = False
+        assert session.get(f'https://127.0.0.1:{port}/ping', verify=pki.ca_file, timeout=10).status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            session.get(f'http://127.0.0.1:{port}/ping', timeout=10)
+        with pytest.raises(requests.exceptions.SSLError):
+            session.get(f'https://127.0.0.1:{port}/ping', verify=pki.other_ca_file, timeout=10)
+        # the coordinator's run service: HTTPS, its CA named in run.json, so ding ctl needs nothing more
+        assert info['url'].startswith('https://') and info['ca_file'] == pki.ca_file
+        with pytest.raises(requests.ConnectionError):
+            session.get(f'http://{info["address"]}/run/status', timeout=10)
+    assert learner.url.startswith('https://')
+    assert ding_main(['ctl', 'status', '--exp-dir', run.exp_dir]) == 0
+    assert ding_main(['ctl', 'status', '--address', info['url'], '--ca-file', pki.other_ca_file]) == 1
+    coordinator_log = os.path.join(run.exp_dir, 'log', 'coordinator', 'coordinator_logger.txt')
+    assert 'master listening on https://127.0.0.1:' in open(coordinator_log, encoding='utf-8').read()
+
+
+@pytest.mark.slow
+def test_a_silent_client_is_dropped_after_the_read_timeout(live_run):
+    """By the learner and by the coordinator alike (both connected at once: one wait)."""
+    run, coordinator, learner = live_run
+    with open(os.path.join(run.exp_dir, 'parallel_config.json'), encoding='utf-8') as f:
+        coordinator_port = int(json.load(f)['system']['coordinator']['port'])
+    ports = (_worker_port(run, 'learner0'), coordinator_port)
+    silent = [socket.create_connection(('127.0.0.1', p), timeout=10) for p in ports]
+    started = time.monotonic()
+    try:
+        for connection in silent:
+            assert connection.recv(1) == b''
+            assert 1.5 < time.monotonic() - started < 6.0
+    finally:
+        for connection in silent:
+            connection.close()
 
 
 @pytest.mark.slow
@@ -169,38 +237,6 @@ def test_terminate_writes_a_final_checkpoint_and_exits(live_run):
     assert its and its[-1] > 20, its  # save_ckpt_after_iter is out of reach: this is the final one
     assert 'terminated by run control' in run.output()
     assert run.run_info() is None and run.run_info('run_learner0.json') is None
-
-
-@pytest.mark.slow
-def test_http_weights_transport_solves_without_a_policy_directory(tmp_path):
-    """Collectors look for policy files in a directory nobody writes to: they can only act with the
-    learner's weights if they fetch them over HTTP."""
-    nowhere = str(tmp_path / 'no_policy_here')
-    collectors = {f'collector{i}': dict(path_policy=nowhere) for i in range(2)}
-    # A greedy return of 120 needs trained weights (an untrained Q-network's greedy policy stays far below); the
-    # config's 195 is test_e2e_cartpole's point and would only make this run longer.
-    cfg = write_config(
-        str(tmp_path / 'cfg.py'),
-        service=SERVICE,
-        stop_value=120,
-        collector=dict(policy_transport='http'),
-        system_collectors=collectors,
-    )
-    run = ParallelRun(str(tmp_path), cfg, '--env-step', '400000')  # a bound for a run gone wrong, not a target
-    try:
-        assert run.proc.wait(360) == 0, run.output()[-3000:]
-    finally:
-        run.stop()
-    assert 'SOLVED' in run.output(), run.output()[-2000:]
-    assert not os.path.exists(nowhere) or not os.listdir(nowhere)
-    logs = os.path.join(str(tmp_path), EXP, 'log')
-    text = ''
-    for root, _, files in os.walk(logs):
-        for name in files:
-            if name.endswith('.txt'):
-                with open(os.path.join(root, name), encoding='utf-8', errors='replace') as f:
-                    text += f.read()
-    assert 'loaded policy_iter' in text and 'from 127.0.0.1:' in text
 
 
 def test_http_transport_needs_the_service(tmp_path, monkeypatch):

@@ -59,36 +59,46 @@ directory, n = sys.argv[1], 0
 while True:
     n += 1
     save_policy(directory, 'policy_learner0', {'w': torch.full((256, 256), float(n))}, n)
-    print(n, flush=True)
+    if n == 1:
+        print(n, flush=True)
 """
 
 
 @pytest.mark.slow
 def test_publisher_killed_at_random_moments_always_leaves_a_valid_newer_file(tmp_path):
-    """SIGKILL a process that publishes as fast as it can, 5 times at random moments: each time the file there
-    verifies and holds the weights of the version it names."""
+    """SIGKILL 5 processes that publish as fast as they can, each at a random moment: each time the file there
+    verifies and holds the weights of the version it names. (Started together, each in its own directory: one
+    wait for their start-up, not five.)"""
     rng = random.Random(0)
-    for _ in range(5):
-        proc = subprocess.Popen(
-            [sys.executable, '-c', _PUBLISHER, str(tmp_path)],
-            env=child_env(OMP_NUM_THREADS='1'),
-            stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-        )
-        try:
+    directories = [tmp_path / f'publisher{i}' for i in range(5)]
+    procs = []
+    try:
+        for directory in directories:
+            directory.mkdir()
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, '-c', _PUBLISHER, str(directory)],
+                    env=child_env(OMP_NUM_THREADS='1'),
+                    stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        for proc in procs:
             out = proc.stdout
             assert out is not None
             wait_until(out.readline, 60, what='the first publish', proc=proc)
             time.sleep(rng.uniform(0.0, 0.3))
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
-        finally:
+    finally:
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(30)
             if proc.stdout is not None:
                 proc.stdout.close()
-        state, policy_iter = load_policy(str(tmp_path / 'policy_learner0.safetensors'))
+    for directory in directories:
+        state, policy_iter = load_policy(str(directory / 'policy_learner0.safetensors'))
         assert policy_iter >= 1 and bool((state['w'] == float(policy_iter)).all())
-    leftovers = [n for n in os.listdir(tmp_path) if n != 'policy_learner0.safetensors']
-    assert all(n.endswith('.tmp') for n in leftovers)  # only temp files of killed writes, never a second file
+        leftovers = [n for n in os.listdir(directory) if n != 'policy_learner0.safetensors']
+        assert all(n.endswith('.tmp') for n in leftovers)  # only temp files of killed writes, never a second file

@@ -334,8 +334,10 @@ def test_run_killed_with_sigkill_resumes_and_reaches_the_stop_value(tmp_path):
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    # the shipped DQN config solves CartPole (tests/entry/test_serial_training.py counts on this run for it)
     assert 'SOLVED' in result.stderr, result.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ['cartpole_dqn_seed0']
+    assert (ckpt_dir / 'ckpt_best.safetensors').is_file()
 
     log = (tmp_path / 'cartpole_dqn_seed0' / 'log' / 'learner' / 'learner_logger.txt').read_text()
     m = re.search(r'resumed from \S+: iteration (\d+), env step (\d+)', log)

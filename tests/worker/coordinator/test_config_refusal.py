@@ -107,12 +107,14 @@ def test_a_storage_refusal_ends_the_run_naming_what_was_not_saved(cluster):
 CONFIG = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config', 'parallel', 'cartpole_dqn_config.py')
 
 
-def _run_refused(tmp_path, policy_type: str) -> str:
-    """``ding -m parallel`` with the test policy ``policy_type``; asserts exit 2 and no worker left; its stderr."""
+def _run_refused(tmp_path, policy_type: str, collectors: int) -> str:
+    """``ding -m parallel`` with the test policy ``policy_type`` and ``collectors`` collector processes; asserts exit
+    2 and no worker left; its stderr."""
     config = tmp_path / 'refused.py'
     config.write_text(
         f'base = {CONFIG!r}\n'
-        "main_config = dict(exp_name='refused_run')\n"
+        "main_config = dict(exp_name='refused_run', "
+        f'policy=dict(collect=dict(collector=dict(collector_num={collectors}))))\n'
         f"create_config = dict(policy=dict(type={policy_type!r}, import_names=['tests.helpers.refusing_policy']))\n"
     )
     proc = subprocess.Popen(
@@ -138,7 +140,7 @@ def _run_refused(tmp_path, policy_type: str) -> str:
 def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
     """Real workers through ``ding -m parallel``: the learner refuses its task for a config reason the config layer
     cannot see (its policy checks more); the run ends at once with that reason instead of retrying for ever."""
-    stderr = _run_refused(tmp_path, 'refusing_dqn_command')
+    stderr = _run_refused(tmp_path, 'refusing_dqn_command', collectors=1)  # the collectors play no part here
     last_lines = stderr.strip().splitlines()[-2:]
     assert any('was refused for its config' in line and REFUSAL in line for line in last_lines), stderr[-3000:]
 
@@ -147,7 +149,7 @@ def test_cli_run_ends_with_exit_2_when_the_learner_refuses_its_config(tmp_path):
 def test_cli_run_ends_with_exit_2_when_a_collector_refuses_its_config(tmp_path):
     """The same for a collector: its policy's collect mode refuses the config, so every collector would; the run
     ends with that reason (exit 2) instead of handing the task from collector to collector."""
-    stderr = _run_refused(tmp_path, 'refusing_collect_dqn_command')
+    stderr = _run_refused(tmp_path, 'refusing_collect_dqn_command', collectors=2)
     last_lines = stderr.strip().splitlines()[-2:]
     assert any(
         'collector task' in line and 'was refused for its config' in line and COLLECT_REFUSAL in line

@@ -3,7 +3,8 @@
 The first test runs, in a fresh interpreter, what ``ding -m parallel`` runs in its main process before and
 around the coordinator: config preparation (``prepare_run``: its compile goes to a child interpreter), the
 coordinator with its commander (epsilon from the command mode), a replay buffer with sample metadata and the
-sample-file clean-up; then asserts torch was never imported. The last one checks the real CLI run.
+sample-file clean-up; then asserts torch was never imported. The real CLI runs of
+tests/entry/test_parallel_storage_faults.py check that the main process never maps libtorch, from start to end.
 """
 
 import math
@@ -11,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from easydict import EasyDict
@@ -104,41 +104,6 @@ def test_missing_eps_and_counters_are_named():
     mode = command_policy(EasyDict(policy=dict(type='dqn_command', other=dict(eps=dict(start=1.0, end=0.1, decay=10)))))
     with pytest.raises(KeyError, match="needs 'envstep'"):
         mode.get_setting_collect({'learner_step': 3})
-
-
-def _maps_torch(pid: int) -> bool:
-    try:
-        with open(f'/proc/{pid}/maps') as f:
-            return 'libtorch' in f.read()
-    except OSError:
-        return False
-
-
-@pytest.mark.slow
-def test_cli_main_process_maps_no_libtorch(tmp_path):
-    """``ding -m parallel`` on CartPole: while it runs, the main process never maps libtorch."""
-    env = child_env(DING_PROGRESS='0', DING_QUIET='1', OMP_NUM_THREADS='1')
-    proc = subprocess.Popen(
-        [sys.executable, '-m', 'ding.entry.cli', '-m', 'parallel', '-c', CONFIG, '-s', '0', '--env-step', '3000'],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        samples = 0
-        while proc.poll() is None:
-            assert not _maps_torch(proc.pid), 'the coordinator process loaded libtorch'
-            samples += 1
-            time.sleep(0.2)
-        output = proc.stdout.read().decode(errors='replace')
-        assert proc.returncode == 0, output
-        assert samples > 10 and os.path.isfile(tmp_path / 'cartpole_dqn_parallel' / 'log' / 'learner0.log')
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
 
 
 def test_lazy_packages_resolve_every_name():
