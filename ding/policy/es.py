@@ -329,7 +329,10 @@ class ESPolicy(Policy):
         with self._update_lock, self._lock:
             return {
                 'model': {k: v.clone() for k, v in self._model.state_dict().items()},
-                'optimizer': self._adam.state_dict(),
+                'optimizer': {
+                    k: torch.as_tensor(v, dtype=torch.int64 if k == 'step' else torch.float32)
+                    for k, v in self._adam.state_dict().items()
+                },
                 'version': torch.tensor(self._version, dtype=torch.int64),
             }
 
