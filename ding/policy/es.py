@@ -110,6 +110,9 @@ class ESPolicy(Policy):
     updates); older results are dropped: ``make_partial`` returns None, and ``update`` drops partials that have
     become too old while they waited in the buffer. So a batch only ever holds results relevant to the model.
 
+    The actor's output layer starts near zero (``learn.actor_output_init_std``): perturbations of a policy that
+    already prefers one action everywhere rarely change an episode, and ES gets no signal from tied returns.
+
     Thread safety: ``update`` may run in a background thread while ``make_partial``, ``flat_parameters``,
     ``version`` and the eval mode are used in another; one lock guards the parameters and the version, and the
     heavy part of an update (gathering the noise rows) runs outside it.
