@@ -2,8 +2,8 @@
 ``ding -m es -c dizoo/classic_control/pendulum/config/pendulum_es_config.py -s 0``.
 
 A deterministic tanh-bounded actor (the ``vac`` mean; the env scales [-1, 1] to the [-2, 2] torque); every
-episode is 200 steps, so one update of 20 antithetic pairs costs 8000 env steps. With 2 workers, seeds 0 / 1 went
-from -1238 / -1332 to a best evaluation of -189 / -240 (stop value -250) in 65 / 205 updates, 75 / 140 s of run
+episode is 200 steps, so one update of 20 antithetic pairs costs 8000 env steps. With 2 workers, seeds 0 / 1 / 2
+solved (best evaluation -189 / -240 / -200, from about -1250) in 65 / 205 / 155 updates, 75 / 140 / 73 s of run
 wall time (benchmarks/NOTES.md).
 """
 
