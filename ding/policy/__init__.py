@@ -1,4 +1,4 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, ppo, a2c, impala, appo, es + *_command)."""
+"""Policies: the ``Policy`` base, the factory, the registered algorithms (dqn, ppo, a2c, impala, appo, es + *_command)."""
 
 from .a2c import A2CPolicy
 from .appo import APPOPolicy

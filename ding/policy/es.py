@@ -110,6 +110,9 @@ class ESPolicy(Policy):
     updates); older results are dropped: ``make_partial`` returns None, and ``update`` drops partials that have
     become too old while they waited in the buffer. So a batch only ever holds results relevant to the model.
 
+    The actor's output layer starts near zero (``learn.actor_output_init_std``): perturbations of a policy that
+    already prefers one action everywhere rarely change an episode, and ES gets no signal from tied returns.
+
     Thread safety: ``update`` may run in a background thread while ``make_partial``, ``flat_parameters``,
     ``version`` and the eval mode are used in another; one lock guards the parameters and the version, and the
     heavy part of an update (gathering the noise rows) runs outside it.
@@ -329,7 +332,10 @@ class ESPolicy(Policy):
         with self._update_lock, self._lock:
             return {
                 'model': {k: v.clone() for k, v in self._model.state_dict().items()},
-                'optimizer': self._adam.state_dict(),
+                'optimizer': {
+                    k: torch.as_tensor(v, dtype=torch.int64 if k == 'step' else torch.float32)
+                    for k, v in self._adam.state_dict().items()
+                },
                 'version': torch.tensor(self._version, dtype=torch.int64),
             }
 

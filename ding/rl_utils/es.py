@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
 # Rows of noise summed at once by ``es_gradient``: bounds the temporary (rows * dim floats) for large models.
 _GRADIENT_CHUNK_ROWS = 256
@@ -115,12 +114,9 @@ class AdamState:
         v_hat = self.exp_avg_sq / (1.0 - beta2**self.steps)
         return (theta - self.learning_rate * m_hat / (np.sqrt(v_hat) + self.eps)).astype(np.float32)
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {
-            'exp_avg': torch.from_numpy(self.exp_avg.copy()),
-            'exp_avg_sq': torch.from_numpy(self.exp_avg_sq.copy()),
-            'step': torch.tensor(self.steps, dtype=torch.int64),
-        }
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of the moments and the step count (the policy turns them into tensors for checkpoints)."""
+        return {'exp_avg': self.exp_avg.copy(), 'exp_avg_sq': self.exp_avg_sq.copy(), 'step': self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         exp_avg = np.asarray(state['exp_avg'], dtype=np.float32)

@@ -1,9 +1,9 @@
 """CartPole with distributed evolution strategies (OpenAI-ES). Run with
 ``ding -m es -c dizoo/classic_control/cartpole/config/cartpole_es_config.py -s 0``.
 
-A 16-unit actor (115 parameters used to act, plus the unused 17 of the critic head of ``vac``); 10 antithetic
-pairs per update, so one update costs 20 episodes. The in-process loop of ``tests/worker/es/test_rollout.py``
-balances CartPole within a few updates; with 2 workers a run solves in tens of updates.
+A 16-unit actor (115 parameters act; the 17 of the unused critic head of ``vac`` ride along); 10 antithetic
+pairs per update, so one update costs 20 episodes. With 2 workers, seeds 0 / 1 / 2 solved in 38 / 72 / 18
+updates, 84 / 109 / 54 s of run wall time on the shared 2-core machine (benchmarks/NOTES.md).
 """
 
 from easydict import EasyDict
