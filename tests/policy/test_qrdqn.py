@@ -22,7 +22,7 @@ def make_policy(learn=None, **cfg):
 def test_default_config_follows_di_engine_keys():
     cfg = QRDQNPolicy.default_config()
     assert cfg.model == dict(num_quantiles=32) and cfg.learn.kappa == 1.0 and cfg.other.eps.type == 'exp'
-    assert make_policy().default_model() == ('qrdqndqn', ['ding.model.template.distributional_q'])
+    assert make_policy().default_model() == ('qrdqn', ['ding.model.template.distributional_q'])
 
 
 def test_learn_loss_is_the_quantile_huber_loss_with_a_double_dqn_next_action():
