@@ -32,14 +32,25 @@ class ContinuousActorCriticBase(Policy):
     def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         cfg = deep_merge_dicts(type(self).default_config(), cfg)
         check_unroll_len(cfg, type(self).__name__)
-        if int(cfg.get('nstep', 1)) != 1:
-            raise NotImplementedError(f'{type(self).__name__}: policy.nstep={cfg.nstep} is not supported (use 1)')
+        nstep = cfg.get('nstep', 1)
+        if int(nstep) != 1:
+            raise NotImplementedError(f'{type(self).__name__}: policy.nstep={nstep} is not supported (use 1)')
         super().__init__(cfg, model, enable_field)
 
     def default_model(self) -> tuple[str, list[str]]:
         return 'continuous_qac', ['ding.model.template.qac']
 
     # ---- learn helpers ----------------------------------------------------------------------------
+    def _actor_and_critic(self) -> tuple[nn.Module, nn.Module]:
+        """The model's ``actor`` and ``critic`` sub-modules (each gets its own optimizer)."""
+        actor, critic = getattr(self._model, 'actor', None), getattr(self._model, 'critic', None)
+        if not isinstance(actor, nn.Module) or not isinstance(critic, nn.Module):
+            raise TypeError(
+                f'{type(self).__name__}: the model needs actor and critic sub-modules (like continuous_qac), '
+                f'got {type(self._model).__name__}'
+            )
+        return actor, critic
+
     def _init_target(self, target_theta: float) -> None:
         self._target_theta = float(target_theta)
         self._target_model = copy.deepcopy(self._model)

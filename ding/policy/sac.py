@@ -62,8 +62,9 @@ class SACPolicy(ContinuousActorCriticBase):
         self._priority = bool(self._cfg.priority)
         self._priority_IS_weight = bool(self._cfg.priority_IS_weight)
         self._batch_size = int(learn.batch_size)  # read by the learner's data loader via get_attribute
-        self._optimizer_q = build_adam(self._model.critic.parameters(), learn.learning_rate_q)
-        self._optimizer_policy = build_adam(self._model.actor.parameters(), learn.learning_rate_policy)
+        self._actor_net, self._critic_net = self._actor_and_critic()
+        self._optimizer_q = build_adam(self._critic_net.parameters(), learn.learning_rate_q)
+        self._optimizer_policy = build_adam(self._actor_net.parameters(), learn.learning_rate_policy)
         self._auto_alpha = bool(learn.auto_alpha)
         self._log_space = bool(learn.log_space)
         target_entropy = learn.target_entropy
@@ -91,7 +92,7 @@ class SACPolicy(ContinuousActorCriticBase):
         critic_loss, td_error = twin_q_loss(q_value, target, weight)
         self._optimizer_q.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.sync_gradients(self._model.critic, weight=obs.shape[0])
+        self.sync_gradients(self._critic_net, weight=obs.shape[0])
         self._optimizer_q.step()
 
         new_action, log_prob = tanh_gaussian_sample(*self._model(obs, mode='compute_actor')['logit'])
@@ -99,7 +100,7 @@ class SACPolicy(ContinuousActorCriticBase):
         policy_loss = (alpha * log_prob - new_q).mean()
         self._optimizer_policy.zero_grad(set_to_none=True)
         policy_loss.backward()
-        self.sync_gradients(self._model.actor, weight=obs.shape[0])
+        self.sync_gradients(self._actor_net, weight=obs.shape[0])
         self._optimizer_policy.step()
 
         info = {

@@ -61,12 +61,13 @@ class TD3Policy(ContinuousActorCriticBase):
         self._priority = bool(self._cfg.priority)
         self._priority_IS_weight = bool(self._cfg.priority_IS_weight)
         self._batch_size = int(learn.batch_size)  # read by the learner's data loader via get_attribute
+        self._actor_net, self._critic_net = self._actor_and_critic()
         self._actor_update_freq = int(learn.actor_update_freq)
         self._noise = bool(learn.noise)
         self._noise_sigma = float(learn.noise_sigma)
         self._noise_min, self._noise_max = float(learn.noise_range.min), float(learn.noise_range.max)
-        self._optimizer_actor = build_adam(self._model.actor.parameters(), learn.learning_rate_actor)
-        self._optimizer_critic = build_adam(self._model.critic.parameters(), learn.learning_rate_critic)
+        self._optimizer_actor = build_adam(self._actor_net.parameters(), learn.learning_rate_actor)
+        self._optimizer_critic = build_adam(self._critic_net.parameters(), learn.learning_rate_critic)
         self._init_target(learn.target_theta)
         self._learn_count = 0
         self._last_actor_loss = 0.0
@@ -85,7 +86,7 @@ class TD3Policy(ContinuousActorCriticBase):
         critic_loss, td_error = twin_q_loss(q_value, target, weight)
         self._optimizer_critic.zero_grad(set_to_none=True)
         critic_loss.backward()
-        self.sync_gradients(self._model.critic, weight=obs.shape[0])
+        self.sync_gradients(self._critic_net, weight=obs.shape[0])
         self._optimizer_critic.step()
 
         self._learn_count += 1
@@ -94,7 +95,7 @@ class TD3Policy(ContinuousActorCriticBase):
             actor_loss = -self._critic(self._model, obs, new_action)[0].mean()
             self._optimizer_actor.zero_grad(set_to_none=True)
             actor_loss.backward()
-            self.sync_gradients(self._model.actor, weight=obs.shape[0])
+            self.sync_gradients(self._actor_net, weight=obs.shape[0])
             self._optimizer_actor.step()
             self._soft_update_target()
             self._last_actor_loss = actor_loss.item()
