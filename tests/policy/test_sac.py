@@ -102,7 +102,7 @@ def test_collect_starts_uniform_then_samples_and_eval_is_deterministic():
         )
     first = policy.eval_mode.forward(obs)
     assert torch.equal(first[1]['action'], policy.eval_mode.forward(obs)[1]['action'])
-    mu = policy._model(torch.ones(1, 3), mode='compute_actor')['logit'][0]
+    mu = policy._model(torch.ones(1, 3), mode='compute_actor')['logit'][0].detach()
     assert float(first[1]['action']) == pytest.approx(math.tanh(float(mu)), abs=1e-6)
     timestep = Timestep(torch.ones(3), 1.5, True, {'TimeLimit.truncated': True})
     transition = policy.collect_mode.process_transition(obs[0], out[0], timestep)
