@@ -52,8 +52,8 @@ def test_c51_loss_matches_a_hand_projection(nstep):
         m = project_by_hand(ret, bootstrap, next_dist[i, next_act[i]].tolist(), v_min, v_max, n_atom)
         assert sum(m) == pytest.approx(1.0, abs=1e-6)
         expected.append(-sum(m[j] * math.log(float(dist.detach()[i, act[i], j])) for j in range(n_atom)))
-    assert per_sample.tolist() == pytest.approx(expected, rel=1e-5)
-    assert float(loss) == pytest.approx(sum(w * e for w, e in zip(weight.tolist(), expected)) / B, rel=1e-5)
+    assert per_sample.detach().tolist() == pytest.approx(expected, rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(sum(w * e for w, e in zip(weight.tolist(), expected)) / B, rel=1e-5)
     loss.backward()
     assert dist.grad is not None and dist.grad[0, 1].abs().sum() == 0  # only the taken action's row learns
 
@@ -93,11 +93,11 @@ def test_qrdqn_loss_matches_a_hand_loop(kappa):
         targets = [ret + bootstrap * float(next_q[b, next_act[b], j]) for j in range(N)]
         total = 0.0
         for i in range(N):
-            pred = float(q[b, act[b], i])
+            pred = float(q.detach()[b, act[b], i])
             total += sum(huber_quantile_by_hand(t - pred, (i + 0.5) / N, kappa) for t in targets) / N
         expected.append(total)
-    assert per_sample.tolist() == pytest.approx(expected, rel=1e-5)
-    assert float(loss) == pytest.approx(sum(expected) / B, rel=1e-5)
+    assert per_sample.detach().tolist() == pytest.approx(expected, rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(sum(expected) / B, rel=1e-5)
     loss.backward()
     assert q.grad is not None and q.grad[0, 0].abs().sum() == 0
 
