@@ -1,4 +1,5 @@
-"""Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``, ``impala_vac``)."""
+"""Neural networks: encoders, heads and registered model templates (``dqn``, ``vac``, ``impala_vac``,
+``continuous_qac``, ``c51dqn``, ``qrdqn``)."""
 
 from .common import (
     MLP,
@@ -11,7 +12,7 @@ from .common import (
     create_model,
     fc_block,
 )
-from .template import DQN, IMPALAVAC, VAC
+from .template import C51DQN, DQN, IMPALAVAC, QRDQN, VAC, ContinuousQAC
 
 __all__ = [
     'MLP',
@@ -26,4 +27,7 @@ __all__ = [
     'DQN',
     'VAC',
     'IMPALAVAC',
+    'ContinuousQAC',
+    'C51DQN',
+    'QRDQN',
 ]

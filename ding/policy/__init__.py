@@ -1,20 +1,29 @@
-"""Policies: the ``Policy`` base, the factory, the registered algorithms (dqn, ppo, a2c, impala, appo, es + *_command)."""
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, c51, qrdqn, ppo, a2c, sac, td3, impala,
+appo, es + *_command)."""
 
 from .a2c import A2CPolicy
 from .appo import APPOPolicy
 from .base_policy import CommandModePolicy, Policy
+from .c51 import C51Policy
 from .command_mode_policy_instance import (
     A2CCommandModePolicy,
+    C51CommandModePolicy,
     DQNCommandModePolicy,
     DummyCommandModePolicy,
     EpsCommandModePolicy,
     PPOCommandModePolicy,
+    QRDQNCommandModePolicy,
+    SACCommandModePolicy,
+    TD3CommandModePolicy,
 )
 from .dqn import DQNPolicy
 from .es import ESPartial, ESPolicy
 from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
+from .qrdqn import QRDQNPolicy
+from .sac import SACPolicy
+from .td3 import TD3Policy
 
 __all__ = [
     'Policy',
@@ -29,9 +38,17 @@ __all__ = [
     'APPOPolicy',
     'ESPolicy',
     'ESPartial',
+    'C51Policy',
+    'QRDQNPolicy',
+    'SACPolicy',
+    'TD3Policy',
     'EpsCommandModePolicy',
     'DummyCommandModePolicy',
     'DQNCommandModePolicy',
     'PPOCommandModePolicy',
     'A2CCommandModePolicy',
+    'C51CommandModePolicy',
+    'QRDQNCommandModePolicy',
+    'SACCommandModePolicy',
+    'TD3CommandModePolicy',
 ]

@@ -12,8 +12,12 @@ from ding.utils.registry import POLICY_REGISTRY
 
 from .a2c import A2CPolicy
 from .base_policy import CommandModePolicy
+from .c51 import C51Policy
 from .dqn import DQNPolicy
 from .ppo import PPOPolicy
+from .qrdqn import QRDQNPolicy
+from .sac import SACPolicy
+from .td3 import TD3Policy
 
 
 class EpsCommandModePolicy(CommandModePolicy):
@@ -68,4 +72,24 @@ class PPOCommandModePolicy(DummyCommandModePolicy, PPOPolicy):
 
 @POLICY_REGISTRY.register('a2c_command')
 class A2CCommandModePolicy(DummyCommandModePolicy, A2CPolicy):
+    pass
+
+
+@POLICY_REGISTRY.register('c51_command')
+class C51CommandModePolicy(EpsCommandModePolicy, C51Policy):
+    pass
+
+
+@POLICY_REGISTRY.register('qrdqn_command')
+class QRDQNCommandModePolicy(EpsCommandModePolicy, QRDQNPolicy):
+    pass
+
+
+@POLICY_REGISTRY.register('sac_command')
+class SACCommandModePolicy(DummyCommandModePolicy, SACPolicy):
+    pass
+
+
+@POLICY_REGISTRY.register('td3_command')
+class TD3CommandModePolicy(DummyCommandModePolicy, TD3Policy):
     pass

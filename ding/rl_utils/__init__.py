@@ -25,6 +25,11 @@ _EXPORTS = {
         ),
         '.td',
     ),
+    **dict.fromkeys(
+        ('dist_nstep_td_data', 'dist_nstep_td_error', 'qrdqn_nstep_td_data', 'qrdqn_nstep_td_error', 'quantile_huber'),
+        '.distributional',
+    ),
+    **dict.fromkeys(('tanh_gaussian_sample', 'twin_q_target', 'twin_q_loss', 'smooth_target_action'), '.continuous_q'),
     **dict.fromkeys(('gae_data', 'gae'), '.gae'),
     **dict.fromkeys(
         (
