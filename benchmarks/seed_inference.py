@@ -14,10 +14,12 @@ Rows of ``--part throughput``:
 - SEED IMPALA / SEED DQN: ``seed_pipeline`` on ``cartpole_seed_a2c_config`` / ``cartpole_seed_dqn_config``, 2 actor
   processes x 8 envs, training, evaluation off: env steps/s over ``--seconds`` after a warm-up, mean inference
   batch, request latency p50 / p99 (server side);
-- async IMPALA (actor-side inference, 2 actor threads x 8 envs, double buffering off), the same way, for comparison.
+- async IMPALA (actor-side inference, 2 actor threads x 8 envs, double buffering off), the same way, for comparison;
+- collectors: two processes each running ding's serial collector (the parallel pipeline's collectors run it) over
+  8 envs with its own DQN model, at the same time, no learner: the sum of their env steps/s.
 
     python benchmarks/seed_inference.py [--part all|transports|throughput] [--seconds 20] [--requests 20000]
-        [--skip-async]
+        [--skip-async] [--skip-collector]
 """
 
 from __future__ import annotations
@@ -286,13 +288,47 @@ def async_rate(seconds: float) -> float:
     return _sampled_run(parts, run_async_loop, seconds)
 
 
+def collector_client(steps: int) -> None:
+    """One process of actor-side inference as the parallel pipeline's collectors do it: ding's serial collector
+    over ENVS CartPole envs with its own DQN model; prints its env steps/s."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from collect_throughput import collector_rate, make_policy
+
+    from dizoo.classic_control.cartpole.config import cartpole_dqn_config
+
+    cfg, policy = make_policy(cartpole_dqn_config.main_config, cartpole_dqn_config.create_config)
+    print(f'{collector_rate(cfg, policy, steps):.1f}', flush=True)
+
+
+def collector_processes_rate(seconds: float) -> float:
+    """Two collector processes stepping at once (no learner): the sum of their env steps/s."""
+    steps = int(1500 * seconds)  # about `seconds` each on this machine; each reports its own rate
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), '--collector-steps', str(steps)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        return sum(float(p.communicate(timeout=seconds * 20 + 120)[0].split()[-1]) for p in procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument('--part', choices=('all', 'transports', 'throughput'), default='all')
     parser.add_argument('--seconds', type=float, default=20.0)
     parser.add_argument('--requests', type=int, default=20_000)
     parser.add_argument('--skip-async', action='store_true')
+    parser.add_argument('--skip-collector', action='store_true')
     parser.add_argument('--client', help=argparse.SUPPRESS)
+    parser.add_argument('--collector-steps', type=int, help=argparse.SUPPRESS)
     parser.add_argument('--where', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
@@ -303,6 +339,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    if args.collector_steps:
+        collector_client(args.collector_steps)
+        return
     if args.part in ('all', 'transports'):
         transports(args.requests)
     if args.part == 'transports':
@@ -317,6 +356,9 @@ def main() -> None:
             rows.append((f'{what}, 2 processes x {ENVS} envs', rate, f'{stats["inference_batch_mean"]:.1f}', latency))
         if not args.skip_async:
             rows.append((f'async IMPALA, 2 threads x {ENVS} envs (actor-side)', async_rate(args.seconds), '-', '-'))
+        if not args.skip_collector:
+            rate = collector_processes_rate(args.seconds)
+            rows.append((f'collectors (DQN), 2 processes x {ENVS} envs (actor-side)', rate, '-', '-'))
     finally:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)
