@@ -69,10 +69,12 @@ class SeedSettings:
         return cls(**values)
 
     def actor_eps(self, actor_id: int) -> float:
-        """Ape-X's exploration of actor ``actor_id``: ``eps ** (1 + i / (N - 1) * alpha)`` (``eps`` for one actor)."""
-        if self.actor_num == 1:
+        """Ape-X's exploration of actor ``actor_id``: ``eps ** (1 + i / (N - 1) * alpha)`` over all ``N`` actors,
+        local and remote (``eps`` for one actor)."""
+        total = self.actor_num + self.remote_actor_num
+        if total == 1:
             return float(self.eps)
-        return float(self.eps ** (1 + actor_id / (self.actor_num - 1) * self.eps_alpha))
+        return float(self.eps ** (1 + actor_id / (total - 1) * self.eps_alpha))
 
 
 __all__ = ['SEED_BOUNDS', 'SEED_DEFAULTS', 'SeedSettings']
