@@ -44,6 +44,7 @@ from ding.utils.pytorch_ddp_dist_helper import (  # noqa: E402
     get_world_size,
     sync_gradients,
 )
+from ding.utils.pytorch_ddp_overlap import OverlappedGradientSync  # noqa: E402
 
 DQN_CFG = dict(
     type='dqn',
@@ -55,7 +56,7 @@ IN_DIM, HIDDEN, LAYERS, OUT_DIM = 64, 512, 4, 8
 
 # ---- running ranks ------------------------------------------------------------------------------
 def _rank_entry(target: Any, rank: int, world_size: int, port: int, args: argparse.Namespace, results: Any) -> None:
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=world_size, timeout=300):
         results.put((rank, target(rank, args)))
 
@@ -142,37 +143,58 @@ def mlp() -> nn.Module:
 
 
 def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
+    """Timed training steps with gradient averaging ``args.sync``: ``flat`` (``sync_gradients`` after the backward),
+    ``overlap`` (``OverlappedGradientSync`` during it) or ``ddp`` (torch's ``DistributedDataParallel``, equal
+    weights only: a reference)."""
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = mlp()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(args.batch, IN_DIM, generator=g), torch.randn(args.batch, OUT_DIM, generator=g)
+    bucket_bytes = int(args.bucket_mb * 2**20)
+    overlap = OverlappedGradientSync(model.parameters(), bucket_bytes=bucket_bytes)
+    forward: nn.Module = model
+    if args.sync == 'ddp' and get_world_size() > 1:
+        forward = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+
+    def backward_and_sync(loss: torch.Tensor) -> float:
+        """Backward plus averaging; returns the seconds spent on averaging after the backward ended."""
+        if args.sync == 'overlap':
+            with overlap.averaging(weight=args.batch):
+                loss.backward()
+                t = time.perf_counter()
+            return time.perf_counter() - t
+        loss.backward()
+        t = time.perf_counter()
+        if args.sync == 'flat':
+            sync_gradients(model.parameters(), weight=args.batch)
+        return time.perf_counter() - t
+
     sync_time = start = cpu_start = 0.0
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             all_ranks(True)  # a barrier: every rank starts the clock together
             start, cpu_start, sync_time = time.perf_counter(), time.process_time(), 0.0
         optimizer.zero_grad(set_to_none=True)
-        loss = (model(x) - y).pow(2).mean()
-        loss.backward()
-        t = time.perf_counter()
-        sync_gradients(model.parameters(), weight=args.batch)
-        sync_time += time.perf_counter() - t
+        loss = (forward(x) - y).pow(2).mean()
+        sync_time += backward_and_sync(loss)
         optimizer.step()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    # The all-reduce alone: after a barrier, so no rank waits for a slower one's backward.
+    # The all-reduce alone (flat): after a barrier, so no rank waits for a slower one's backward.
     alone = 0.0
     for _ in range(args.sync_repeats):
         all_ranks(True)
         t = time.perf_counter()
         sync_gradients(model.parameters(), weight=args.batch)
         alone += time.perf_counter() - t
+    overlap.stop()
     return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
 
 
-def throughput_measure(world_size: int, args: argparse.Namespace) -> dict[str, float]:
+def throughput_measure(world_size: int, sync: str, args: argparse.Namespace) -> dict[str, float]:
     """One run of ``world_size`` ranks: samples/s (wall, per rank CPU second), step and sync times in ms."""
-    res = run_group(throughput_rank, world_size, args)
+    res = run_group(throughput_rank, world_size, argparse.Namespace(**{**vars(args), 'sync': sync}))
     samples = world_size * args.batch * args.steps
     elapsed = max(r['elapsed'] for r in res)
     return {
@@ -186,26 +208,28 @@ def throughput_measure(world_size: int, args: argparse.Namespace) -> dict[str, f
 
 
 def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """Runs of 1 and N ranks interleaved ``--rounds`` times; the median of each figure."""
+    """Runs of 1 rank and of N ranks with each ``--sync`` interleaved ``--rounds`` times; the median of each figure."""
     n_params = sum(p.numel() for p in mlp().parameters())
-    runs: dict[int, list[dict[str, float]]] = {1: [], args.ranks: []}
+    setups = [(1, 'none')] + [(args.ranks, sync) for sync in args.sync]
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {s: [] for s in setups}
     for _ in range(args.rounds):
-        for world_size in runs:
-            runs[world_size].append(throughput_measure(world_size, args))
-    med = {ws: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for ws, rs in runs.items()}
-    base = med[1]
-    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, '
-             f'{args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
-    for world_size, m in med.items():
+        for world_size, sync in setups:
+            runs[world_size, sync].append(throughput_measure(world_size, sync, args))
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in runs.items()}
+    base = med[1, 'none']
+    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.threads} '
+             f'thread(s)/rank, buckets {args.bucket_mb} MB, {args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
+    for (world_size, sync), m in med.items():
+        name = '1 rank' if world_size == 1 else f'{world_size} ranks, {sync}'
         rows += [
-            (f'{world_size} rank(s): samples/s, wall clock', f"{m['rate']:.0f} ({m['rate'] / base['rate']:.2f}x)"),
-            (f'{world_size} rank(s): samples/s per rank CPU time',
-             f"{m['cpu_rate']:.0f} ({m['cpu_rate'] / base['cpu_rate']:.2f}x)"),
-            (f'{world_size} rank(s): step ms / sync_gradients ms in it (share)',
+            (f'{name}: samples/s, wall clock', f"{m['rate']:.0f} ({m['rate'] / base['rate']:.2f}x)"),
+            (f'{name}: samples/s per rank CPU time', f"{m['cpu_rate']:.0f} ({m['cpu_rate'] / base['cpu_rate']:.2f}x)"),
+            (f'{name}: step ms / averaging ms after the backward (share)',
              f"{m['step_ms']:.1f} / {m['sync_ms']:.2f} ({100 * m['sync_ms'] / m['step_ms']:.1f}%)"),
-            (f'{world_size} rank(s): sync_gradients alone ms (share of step)',
-             f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"),
         ]  # fmt: skip
+        if world_size > 1 and sync == args.sync[0]:
+            rows.append((f'{world_size} ranks: flat all-reduce alone ms (share of step)',
+                         f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"))  # fmt: skip
     return rows
 
 
@@ -244,10 +268,17 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
     parser.add_argument('--rounds', type=int, default=3, help='throughput: interleaved 1 / N rank runs (median)')
     parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
+    parser.add_argument('--sync', nargs='+', choices=('flat', 'overlap', 'ddp'), default=['flat', 'overlap'],
+                        help='throughput: gradient averaging(s) of the N-rank runs, compared side by side')  # fmt: skip
+    parser.add_argument('--bucket-mb', type=float, default=1.0, help='throughput: bucket size (overlap, ddp)')
+    parser.add_argument('--threads', type=int, default=1, help='torch threads per rank (1 rank alone too)')
     args = parser.parse_args()
     if args.joint_batch % args.ranks:
         parser.error('--joint-batch must be a multiple of --ranks')
-    print(f'torch {torch.__version__}, {os.cpu_count()} CPUs, gloo, 1 torch thread per rank')
+    print(
+        f'torch {torch.__version__}, {os.cpu_count()} CPUs, gloo, {args.threads} torch thread(s) per rank, '
+        f'load average {os.getloadavg()[0]:.2f}'
+    )
     if args.part in ('both', 'equivalence'):
         print_table('Equivalence', equivalence_rows(args))
     if args.part in ('both', 'throughput'):

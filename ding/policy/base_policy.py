@@ -18,6 +18,7 @@ from easydict import EasyDict
 from ding.config.merge import deep_merge_dicts
 from ding.utils.pytorch_ddp_dist_helper import broadcast_module, get_world_size
 from ding.utils.pytorch_ddp_dist_helper import sync_gradients as sync_gradients_over_ranks
+from ding.utils.pytorch_ddp_overlap import OverlappedGradientSync
 from ding.utils.registry import MODEL_REGISTRY, import_module
 
 _MODES = ('learn', 'collect', 'eval', 'command')
@@ -44,6 +45,8 @@ class Policy(ABC):
 
     _model: torch.nn.Module  # absent on a command-only policy, which has no model
     _optimizer: torch.optim.Optimizer  # set by the learn mode of the algorithms that train
+    # (model, its gradient hooks): made at the first backward_and_sync_gradients on several ranks
+    _gradient_sync: tuple[torch.nn.Module, OverlappedGradientSync] | None = None
 
     config = dict(
         type='base',
@@ -108,6 +111,23 @@ class Policy(ABC):
         Called between ``backward()`` and gradient clipping / the optimizer step; a no-op in a single process.
         """
         sync_gradients_over_ranks(model.parameters(), weight)
+
+    def backward_and_sync_gradients(self, loss: torch.Tensor, model: torch.nn.Module, weight: float = 1.0) -> None:
+        """``loss.backward()``, leaving ``model``'s gradients averaged over the ranks, weighted by ``weight``.
+
+        The same result as ``backward()`` then ``sync_gradients(model, weight)``, but the all-reduces run while the
+        backward does (``OverlappedGradientSync``): call it where those two calls would go, before clipping and the
+        optimizer step. In a single process it is ``loss.backward()``.
+        """
+        if get_world_size() == 1:
+            loss.backward()
+            return
+        if self._gradient_sync is None or self._gradient_sync[0] is not model:
+            if self._gradient_sync is not None:
+                self._gradient_sync[1].stop()
+            self._gradient_sync = (model, OverlappedGradientSync(model.parameters()))
+        with self._gradient_sync[1].averaging(weight):
+            loss.backward()
 
     # ---- mode initialisers (override the ones the algorithm supports) --------------------------
     @abstractmethod
