@@ -1,22 +1,26 @@
 """Data-parallel learners (issue #13): equivalence with one learner, and throughput of 1 vs N ranks.
 
-    python benchmarks/multi_learner.py [--part both|equivalence|throughput] [--ranks 2] [--steps 100] [--rounds 3]
+    python benchmarks/multi_learner.py [--part both|equivalence|throughput|assignment] [--ranks 2] [--steps 100]
+        [--rounds 3] [--sync flat overlap ddp] [--bucket-mb 1] [--threads 1] [--pin]
 
-Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), one torch
-thread each.
+Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), ``--threads``
+torch threads each (a lone rank too: like with like).
 
 * **Equivalence** (``--part equivalence``): ``DQNPolicy`` (CartPole-sized model, Adam) trained for ``--updates``
   updates on a fixed batch of ``--joint-batch`` samples, once in one process on the whole batch and once with
   every rank on its share; the largest |parameter difference| to the single process is printed (target
   <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
 * **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
-  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``, runs of 1 and N ranks interleaved
-  ``--rounds`` times (medians printed): samples trained per second with 1 rank
-  and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), by wall clock and per rank CPU second (what the
-  ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
-  ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
-  call alone after a barrier (``--sync-repeats`` times), each with its share of the step.
-* **Assignment**: duplicate-sample rate of ``assignment: random`` vs ``bins`` (``multi_learner_assignment.py``).
+  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``. Runs of 1 rank and of ``--ranks`` ranks
+  with each gradient averaging of ``--sync`` (``flat``: ``sync_gradients`` after the backward, one all-reduce;
+  ``overlap``: ``OverlappedGradientSync``, buckets of ``--bucket-mb`` all-reduced during the backward; ``ddp``:
+  torch's ``DistributedDataParallel``, a reference) interleaved ``--rounds`` times, medians printed side by side:
+  samples trained per second (target >= 1.5x one rank on 2 ranks), by wall clock and per rank CPU second (what
+  the ranks give with a free core each; the steadier figure on a shared machine), the time per step spent
+  averaging after the backward ended (including waiting for the slowest rank), and the flat all-reduce alone
+  after a barrier (``--sync-repeats`` times). ``--pin`` puts rank r on core r.
+* **Assignment** (``--part assignment``): duplicate-sample rate of ``assignment: random`` vs ``bins``
+  (``multi_learner_assignment.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ IN_DIM, HIDDEN, LAYERS, OUT_DIM = 64, 512, 4, 8
 # ---- running ranks ------------------------------------------------------------------------------
 def _rank_entry(target: Any, rank: int, world_size: int, port: int, args: argparse.Namespace, results: Any) -> None:
     torch.set_num_threads(args.threads)
+    if args.pin:  # rank r on core r (a lone rank on core 0): no migrations, the same cores in every run
+        os.sched_setaffinity(0, {rank % (os.cpu_count() or 1)})
     with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=world_size, timeout=300):
         results.put((rank, target(rank, args)))
 
@@ -259,7 +265,7 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--part', choices=('both', 'equivalence', 'throughput'), default='both')
+    parser.add_argument('--part', choices=('both', 'equivalence', 'throughput', 'assignment'), default='both')
     parser.add_argument('--ranks', type=int, default=2)
     parser.add_argument('--updates', type=int, default=100, help='equivalence: DQN updates')
     parser.add_argument('--joint-batch', type=int, default=64, help='equivalence: samples over all ranks')
@@ -272,6 +278,7 @@ def main() -> None:
                         help='throughput: gradient averaging(s) of the N-rank runs, compared side by side')  # fmt: skip
     parser.add_argument('--bucket-mb', type=float, default=1.0, help='throughput: bucket size (overlap, ddp)')
     parser.add_argument('--threads', type=int, default=1, help='torch threads per rank (1 rank alone too)')
+    parser.add_argument('--pin', action='store_true', help='pin rank r to CPU core r (quiet machines only)')
     args = parser.parse_args()
     if args.joint_batch % args.ranks:
         parser.error('--joint-batch must be a multiple of --ranks')
@@ -283,7 +290,8 @@ def main() -> None:
         print_table('Equivalence', equivalence_rows(args))
     if args.part in ('both', 'throughput'):
         print_table('Throughput', throughput_rows(args))
-    print_table('Assignment', assignment_rows(args))
+    if args.part in ('both', 'assignment'):
+        print_table('Assignment', assignment_rows(args))
 
 
 if __name__ == '__main__':
