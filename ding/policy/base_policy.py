@@ -109,6 +109,7 @@ class Policy(ABC):
         """Average ``model``'s gradients over the ranks, weighted by ``weight`` (this rank's sample count).
 
         Called between ``backward()`` and gradient clipping / the optimizer step; a no-op in a single process.
+        ``backward_and_sync_gradients`` does both and overlaps the all-reduce with the backward.
         """
         sync_gradients_over_ranks(model.parameters(), weight)
 

@@ -59,7 +59,7 @@ class _Bucket:
 class OverlappedGradientSync:
     """Weighted mean of ``parameters``' gradients over the ranks, computed while ``backward()`` runs.
 
-    ``bucket_bytes`` bounds a bucket (a parameter larger than that gets a bucket of its own). The hooks stay on the
+    A bucket closes once its gradients reach ``bucket_bytes`` (or the dtype or device changes). The hooks stay on the
     parameters until ``stop()``; outside ``averaging(...)`` they do nothing. With one rank ``averaging`` only runs
     the body. After ``averaging`` each parameter's ``.grad`` is a view into its bucket (as DDP's
     ``gradient_as_bucket_view``): the next ``averaging`` overwrites it, so copy a gradient to keep it.
