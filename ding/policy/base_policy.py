@@ -45,7 +45,11 @@ class Policy(ABC):
 
     _model: torch.nn.Module  # absent on a command-only policy, which has no model
     _optimizer: torch.optim.Optimizer  # set by the learn mode of the algorithms that train
-    # (model, its gradient hooks): made at the first backward_and_sync_gradients on several ranks
+    # backward_and_sync_gradients on several ranks: True overlaps the all-reduces with the backward (buckets), False
+    # runs one flat all-reduce after it. Equal results; flat was as fast or faster on 2 cores with
+    # little other load (benchmarks/NOTES.md, "#13 overlapping the all-reduce"), so it is the default.
+    overlap_gradient_sync: bool = False
+    # (model, its gradient hooks): made at the first overlapped backward_and_sync_gradients
     _gradient_sync: tuple[torch.nn.Module, OverlappedGradientSync] | None = None
 
     config = dict(
@@ -116,12 +120,13 @@ class Policy(ABC):
     def backward_and_sync_gradients(self, loss: torch.Tensor, model: torch.nn.Module, weight: float = 1.0) -> None:
         """``loss.backward()``, leaving ``model``'s gradients averaged over the ranks, weighted by ``weight``.
 
-        The same result as ``backward()`` then ``sync_gradients(model, weight)``, but the all-reduces run while the
-        backward does (``OverlappedGradientSync``): call it where those two calls would go, before clipping and the
-        optimizer step. In a single process it is ``loss.backward()``.
+        The same result as ``backward()`` then ``sync_gradients(model, weight)`` (what it runs by default); with
+        ``overlap_gradient_sync`` the all-reduces run while the backward does (``OverlappedGradientSync``). Call it
+        before clipping and the optimizer step. In a single process it is ``loss.backward()``.
         """
-        if get_world_size() == 1:
+        if get_world_size() == 1 or not self.overlap_gradient_sync:
             loss.backward()
+            self.sync_gradients(model, weight)
             return
         if self._gradient_sync is None or self._gradient_sync[0] is not model:
             if self._gradient_sync is not None:
