@@ -1,22 +1,26 @@
 """Data-parallel learners (issue #13): equivalence with one learner, and throughput of 1 vs N ranks.
 
-    python benchmarks/multi_learner.py [--part both|equivalence|throughput] [--ranks 2] [--steps 100] [--rounds 3]
+    python benchmarks/multi_learner.py [--part both|equivalence|throughput|assignment] [--ranks 2] [--steps 100]
+        [--rounds 3] [--sync flat overlap ddp] [--bucket-mb 1] [--threads 1] [--pin]
 
-Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), one torch
-thread each.
+Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), ``--threads``
+torch threads each (a lone rank too: like with like).
 
 * **Equivalence** (``--part equivalence``): ``DQNPolicy`` (CartPole-sized model, Adam) trained for ``--updates``
   updates on a fixed batch of ``--joint-batch`` samples, once in one process on the whole batch and once with
   every rank on its share; the largest |parameter difference| to the single process is printed (target
   <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
 * **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
-  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``, runs of 1 and N ranks interleaved
-  ``--rounds`` times (medians printed): samples trained per second with 1 rank
-  and with ``--ranks`` ranks (target >= 1.5x on 2 ranks), by wall clock and per rank CPU second (what the
-  ranks give with a free core each; the steadier figure on a shared machine), the time per step spent in
-  ``sync_gradients`` (the one all-reduce plus flattening, including waiting for the slowest rank) and the same
-  call alone after a barrier (``--sync-repeats`` times), each with its share of the step.
-* **Assignment**: duplicate-sample rate of ``assignment: random`` vs ``bins`` (``multi_learner_assignment.py``).
+  ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``. Runs of 1 rank and of ``--ranks`` ranks
+  with each gradient averaging of ``--sync`` (``flat``: ``sync_gradients`` after the backward, one all-reduce;
+  ``overlap``: ``OverlappedGradientSync``, buckets of ``--bucket-mb`` all-reduced during the backward; ``ddp``:
+  torch's ``DistributedDataParallel``, a reference) interleaved ``--rounds`` times, medians printed side by side:
+  samples trained per second (target >= 1.5x one rank on 2 ranks), by wall clock and per rank CPU second (what
+  the ranks give with a free core each; the steadier figure on a shared machine), the time per step spent
+  averaging after the backward ended (including waiting for the slowest rank), and the flat all-reduce alone
+  after a barrier (``--sync-repeats`` times). ``--pin`` puts rank r on core r.
+* **Assignment** (``--part assignment``): duplicate-sample rate of ``assignment: random`` vs ``bins``
+  (``multi_learner_assignment.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ding.utils.pytorch_ddp_dist_helper import (  # noqa: E402
     get_world_size,
     sync_gradients,
 )
+from ding.utils.pytorch_ddp_overlap import OverlappedGradientSync  # noqa: E402
 
 DQN_CFG = dict(
     type='dqn',
@@ -55,7 +60,9 @@ IN_DIM, HIDDEN, LAYERS, OUT_DIM = 64, 512, 4, 8
 
 # ---- running ranks ------------------------------------------------------------------------------
 def _rank_entry(target: Any, rank: int, world_size: int, port: int, args: argparse.Namespace, results: Any) -> None:
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
+    if args.pin:  # rank r on core r (a lone rank on core 0): no migrations, the same cores in every run
+        os.sched_setaffinity(0, {rank % (os.cpu_count() or 1)})
     with DDPContext(init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=world_size, timeout=300):
         results.put((rank, target(rank, args)))
 
@@ -142,37 +149,58 @@ def mlp() -> nn.Module:
 
 
 def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
+    """Timed training steps with gradient averaging ``args.sync``: ``flat`` (``sync_gradients`` after the backward),
+    ``overlap`` (``OverlappedGradientSync`` during it) or ``ddp`` (torch's ``DistributedDataParallel``, equal
+    weights only: a reference)."""
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = mlp()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(args.batch, IN_DIM, generator=g), torch.randn(args.batch, OUT_DIM, generator=g)
+    bucket_bytes = int(args.bucket_mb * 2**20)
+    overlap = OverlappedGradientSync(model.parameters(), bucket_bytes=bucket_bytes)
+    forward: nn.Module = model
+    if args.sync == 'ddp' and get_world_size() > 1:
+        forward = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+
+    def backward_and_sync(loss: torch.Tensor) -> float:
+        """Backward plus averaging; returns the seconds spent on averaging after the backward ended."""
+        if args.sync == 'overlap':
+            with overlap.averaging(weight=args.batch):
+                loss.backward()
+                t = time.perf_counter()
+            return time.perf_counter() - t
+        loss.backward()
+        t = time.perf_counter()
+        if args.sync == 'flat':
+            sync_gradients(model.parameters(), weight=args.batch)
+        return time.perf_counter() - t
+
     sync_time = start = cpu_start = 0.0
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             all_ranks(True)  # a barrier: every rank starts the clock together
             start, cpu_start, sync_time = time.perf_counter(), time.process_time(), 0.0
         optimizer.zero_grad(set_to_none=True)
-        loss = (model(x) - y).pow(2).mean()
-        loss.backward()
-        t = time.perf_counter()
-        sync_gradients(model.parameters(), weight=args.batch)
-        sync_time += time.perf_counter() - t
+        loss = (forward(x) - y).pow(2).mean()
+        sync_time += backward_and_sync(loss)
         optimizer.step()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    # The all-reduce alone: after a barrier, so no rank waits for a slower one's backward.
+    # The all-reduce alone (flat): after a barrier, so no rank waits for a slower one's backward.
     alone = 0.0
     for _ in range(args.sync_repeats):
         all_ranks(True)
         t = time.perf_counter()
         sync_gradients(model.parameters(), weight=args.batch)
         alone += time.perf_counter() - t
+    overlap.stop()
     return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
 
 
-def throughput_measure(world_size: int, args: argparse.Namespace) -> dict[str, float]:
+def throughput_measure(world_size: int, sync: str, args: argparse.Namespace) -> dict[str, float]:
     """One run of ``world_size`` ranks: samples/s (wall, per rank CPU second), step and sync times in ms."""
-    res = run_group(throughput_rank, world_size, args)
+    res = run_group(throughput_rank, world_size, argparse.Namespace(**{**vars(args), 'sync': sync}))
     samples = world_size * args.batch * args.steps
     elapsed = max(r['elapsed'] for r in res)
     return {
@@ -186,26 +214,28 @@ def throughput_measure(world_size: int, args: argparse.Namespace) -> dict[str, f
 
 
 def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """Runs of 1 and N ranks interleaved ``--rounds`` times; the median of each figure."""
+    """Runs of 1 rank and of N ranks with each ``--sync`` interleaved ``--rounds`` times; the median of each figure."""
     n_params = sum(p.numel() for p in mlp().parameters())
-    runs: dict[int, list[dict[str, float]]] = {1: [], args.ranks: []}
+    setups = [(1, 'none')] + [(args.ranks, sync) for sync in args.sync]
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {s: [] for s in setups}
     for _ in range(args.rounds):
-        for world_size in runs:
-            runs[world_size].append(throughput_measure(world_size, args))
-    med = {ws: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for ws, rs in runs.items()}
-    base = med[1]
-    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, '
-             f'{args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
-    for world_size, m in med.items():
+        for world_size, sync in setups:
+            runs[world_size, sync].append(throughput_measure(world_size, sync, args))
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in runs.items()}
+    base = med[1, 'none']
+    rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.threads} '
+             f'thread(s)/rank, buckets {args.bucket_mb} MB, {args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
+    for (world_size, sync), m in med.items():
+        name = '1 rank' if world_size == 1 else f'{world_size} ranks, {sync}'
         rows += [
-            (f'{world_size} rank(s): samples/s, wall clock', f"{m['rate']:.0f} ({m['rate'] / base['rate']:.2f}x)"),
-            (f'{world_size} rank(s): samples/s per rank CPU time',
-             f"{m['cpu_rate']:.0f} ({m['cpu_rate'] / base['cpu_rate']:.2f}x)"),
-            (f'{world_size} rank(s): step ms / sync_gradients ms in it (share)',
+            (f'{name}: samples/s, wall clock', f"{m['rate']:.0f} ({m['rate'] / base['rate']:.2f}x)"),
+            (f'{name}: samples/s per rank CPU time', f"{m['cpu_rate']:.0f} ({m['cpu_rate'] / base['cpu_rate']:.2f}x)"),
+            (f'{name}: step ms / averaging ms after the backward (share)',
              f"{m['step_ms']:.1f} / {m['sync_ms']:.2f} ({100 * m['sync_ms'] / m['step_ms']:.1f}%)"),
-            (f'{world_size} rank(s): sync_gradients alone ms (share of step)',
-             f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"),
         ]  # fmt: skip
+        if world_size > 1 and sync == args.sync[0]:
+            rows.append((f'{world_size} ranks: flat all-reduce alone ms (share of step)',
+                         f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"))  # fmt: skip
     return rows
 
 
@@ -235,7 +265,7 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--part', choices=('both', 'equivalence', 'throughput'), default='both')
+    parser.add_argument('--part', choices=('both', 'equivalence', 'throughput', 'assignment'), default='both')
     parser.add_argument('--ranks', type=int, default=2)
     parser.add_argument('--updates', type=int, default=100, help='equivalence: DQN updates')
     parser.add_argument('--joint-batch', type=int, default=64, help='equivalence: samples over all ranks')
@@ -244,15 +274,24 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
     parser.add_argument('--rounds', type=int, default=3, help='throughput: interleaved 1 / N rank runs (median)')
     parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
+    parser.add_argument('--sync', nargs='+', choices=('flat', 'overlap', 'ddp'), default=['flat', 'overlap'],
+                        help='throughput: gradient averaging(s) of the N-rank runs, compared side by side')  # fmt: skip
+    parser.add_argument('--bucket-mb', type=float, default=1.0, help='throughput: bucket size (overlap, ddp)')
+    parser.add_argument('--threads', type=int, default=1, help='torch threads per rank (1 rank alone too)')
+    parser.add_argument('--pin', action='store_true', help='pin rank r to CPU core r (quiet machines only)')
     args = parser.parse_args()
     if args.joint_batch % args.ranks:
         parser.error('--joint-batch must be a multiple of --ranks')
-    print(f'torch {torch.__version__}, {os.cpu_count()} CPUs, gloo, 1 torch thread per rank')
+    print(
+        f'torch {torch.__version__}, {os.cpu_count()} CPUs, gloo, {args.threads} torch thread(s) per rank, '
+        f'load average {os.getloadavg()[0]:.2f}'
+    )
     if args.part in ('both', 'equivalence'):
         print_table('Equivalence', equivalence_rows(args))
     if args.part in ('both', 'throughput'):
         print_table('Throughput', throughput_rows(args))
-    print_table('Assignment', assignment_rows(args))
+    if args.part in ('both', 'assignment'):
+        print_table('Assignment', assignment_rows(args))
 
 
 if __name__ == '__main__':

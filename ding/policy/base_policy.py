@@ -18,6 +18,7 @@ from easydict import EasyDict
 from ding.config.merge import deep_merge_dicts
 from ding.utils.pytorch_ddp_dist_helper import broadcast_module, get_world_size
 from ding.utils.pytorch_ddp_dist_helper import sync_gradients as sync_gradients_over_ranks
+from ding.utils.pytorch_ddp_overlap import OverlappedGradientSync
 from ding.utils.registry import MODEL_REGISTRY, import_module
 
 _MODES = ('learn', 'collect', 'eval', 'command')
@@ -44,6 +45,12 @@ class Policy(ABC):
 
     _model: torch.nn.Module  # absent on a command-only policy, which has no model
     _optimizer: torch.optim.Optimizer  # set by the learn mode of the algorithms that train
+    # backward_and_sync_gradients on several ranks: True overlaps the all-reduces with the backward (buckets), False
+    # runs one flat all-reduce after it. Equal results; flat was as fast or faster on 2 cores with
+    # little other load (benchmarks/NOTES.md, "#13 overlapping the all-reduce"), so it is the default.
+    overlap_gradient_sync: bool = False
+    # (model, its gradient hooks): made at the first overlapped backward_and_sync_gradients
+    _gradient_sync: tuple[torch.nn.Module, OverlappedGradientSync] | None = None
 
     config = dict(
         type='base',
@@ -106,8 +113,27 @@ class Policy(ABC):
         """Average ``model``'s gradients over the ranks, weighted by ``weight`` (this rank's sample count).
 
         Called between ``backward()`` and gradient clipping / the optimizer step; a no-op in a single process.
+        ``backward_and_sync_gradients`` does both and overlaps the all-reduce with the backward.
         """
         sync_gradients_over_ranks(model.parameters(), weight)
+
+    def backward_and_sync_gradients(self, loss: torch.Tensor, model: torch.nn.Module, weight: float = 1.0) -> None:
+        """``loss.backward()``, leaving ``model``'s gradients averaged over the ranks, weighted by ``weight``.
+
+        The same result as ``backward()`` then ``sync_gradients(model, weight)`` (what it runs by default); with
+        ``overlap_gradient_sync`` the all-reduces run while the backward does (``OverlappedGradientSync``). Call it
+        before clipping and the optimizer step. In a single process it is ``loss.backward()``.
+        """
+        if get_world_size() == 1 or not self.overlap_gradient_sync:
+            loss.backward()
+            self.sync_gradients(model, weight)
+            return
+        if self._gradient_sync is None or self._gradient_sync[0] is not model:
+            if self._gradient_sync is not None:
+                self._gradient_sync[1].stop()
+            self._gradient_sync = (model, OverlappedGradientSync(model.parameters()))
+        with self._gradient_sync[1].averaging(weight):
+            loss.backward()
 
     # ---- mode initialisers (override the ones the algorithm supports) --------------------------
     @abstractmethod

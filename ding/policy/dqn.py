@@ -137,8 +137,8 @@ class DQNPolicy(Policy):
         loss = sq.mean() if weight is None else (sq * weight).mean()
 
         self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.sync_gradients(self._model, weight=obs.shape[0])  # data parallel: mean over every rank's batch
+        # data parallel: the mean over every rank's batch
+        self.backward_and_sync_gradients(loss, self._model, weight=obs.shape[0])
         self._optimizer.step()
         self._update_target()
 

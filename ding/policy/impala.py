@@ -206,9 +206,8 @@ class IMPALAPolicy(Policy):
         logit, value, _ = self._net.unroll(batch['obs'], batch['actor_state'], batch['first'])
         total, terms = self._loss(batch, logit[:-1], value)
         self._optimizer.zero_grad(set_to_none=True)
-        total.backward()
         # The losses average over valid steps: weight by their count (APPO shares this step).
-        self.sync_gradients(self._model, weight=float(batch['mask'].sum()))
+        self.backward_and_sync_gradients(total, self._model, weight=float(batch['mask'].sum()))
         if self._grad_norm:
             grad_norm = torch.nn.utils.clip_grad_norm_(self._params, self._grad_norm)
         else:

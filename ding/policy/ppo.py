@@ -215,8 +215,8 @@ class PPOPolicy(OnPolicyActorCriticBase):
                     loss.policy_loss + self._value_weight * loss.value_loss - self._entropy_weight * loss.entropy_loss
                 )
                 self._optimizer.zero_grad(set_to_none=True)
-                total.backward()
-                self.sync_gradients(self._model, weight=idx.numel())  # before clipping: every rank clips the same
+                # before clipping: every rank clips the same
+                self.backward_and_sync_gradients(total, self._model, weight=idx.numel())
                 if self._grad_clip_type == 'clip_norm':
                     torch.nn.utils.clip_grad_norm_(self._params, self._grad_clip_value)
                 elif self._grad_clip_type == 'clip_value':

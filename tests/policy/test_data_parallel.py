@@ -97,10 +97,14 @@ ALGOS: dict[str, tuple[Callable[[int], Any], Callable[[], Any], Callable[[Any, i
 }
 
 
-def train(make_policy: Callable[[int], Any], share: int, data: Any, seed: int, lr_zero: bool = False) -> list:
-    """Parameters after ``STEPS`` learn calls on ``data``, the model built under ``seed``."""
+def train(
+    make_policy: Callable[[int], Any], share: int, data: Any, seed: int, lr_zero: bool = False, overlap: bool = False
+) -> list:
+    """Parameters after ``STEPS`` learn calls on ``data``, the model built under ``seed`` (``overlap``: the
+    gradients averaged while the backward runs)."""
     torch.manual_seed(seed)
     policy = make_policy(share)
+    policy.overlap_gradient_sync = overlap
     if lr_zero:
         for group in policy._optimizer.param_groups:
             group['lr'] = 0.0
@@ -115,8 +119,9 @@ def _rank_main(rank: int, port: int, out_dir: str, batches: dict[str, Any]) -> N
             DQNPolicy(DQN_CFG, enable_field=['collect', 'eval'])
         # Each rank builds its model under its own seed: the policy broadcasts rank 0's weights.
         result = {
-            algo: train(make, JOINT // 2, split(batches[algo], rank), seed=rank)
+            f'{algo}{suffix}': train(make, JOINT // 2, split(batches[algo], rank), seed=rank, overlap=overlap)
             for algo, (make, _, split) in ALGOS.items()
+            for suffix, overlap in (('', False), ('_overlap', True))
         }
     write_result(out_dir, rank, result)
 
@@ -151,3 +156,5 @@ def test_two_ranks_on_halves_equal_one_process_on_the_joint_batch(ranks, single,
     trained, untrained = single[algo]
     assert max_diff(ranks[0][algo], trained) <= 1e-6
     assert max_diff(untrained, trained) > 1e-3  # the comparison above is not vacuous
+    # Averaged while the backward runs (OverlappedGradientSync): the same parameters as the flat all-reduce.
+    assert ranks[0][f'{algo}_overlap'] == ranks[1][f'{algo}_overlap'] == ranks[0][algo]

@@ -3,7 +3,7 @@
 
 The coordinator starts the group's tasks at the same time, each with ``dist = {rank, world_size, init_method,
 backend, timeout}``; every rank joins before its learner is built, so the policy's constructor broadcasts rank 0's
-weights and every learn step averages the gradients (``Policy.sync_gradients``). Rank 0 alone publishes the policy
+weights and every learn step averages the gradients (``Policy.backward_and_sync_gradients``). Rank 0 alone publishes the policy
 file and writes checkpoints. When a rank's learner ends it leaves the group: a rank still waiting in a collective
 for it then fails at once ("connection closed by peer") instead of waiting for the group's timeout.
 """
