@@ -53,8 +53,9 @@ class DistributionalDQNPolicy(DQNPolicy):
             output, target_output, action, next_action, reward, done, weight, value_gamma
         )
         self._optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.sync_gradients(self._model, weight=obs.shape[0])  # data parallel: mean over every rank's batch
+        self.backward_and_sync_gradients(
+            loss, self._model, weight=obs.shape[0]
+        )  # data parallel: mean over every rank's batch
         self._optimizer.step()
         self._update_target()
         info = {

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from ding.rl_utils.continuous_q import tanh_gaussian_sample, twin_q_loss, twin_q_target
+from ding.utils.pytorch_ddp_dist_helper import sync_gradients as sync_gradients_over_ranks
 from ding.utils.registry import POLICY_REGISTRY
 
 from .common_utils import build_adam
@@ -91,16 +92,14 @@ class SACPolicy(ContinuousActorCriticBase):
         q_value = self._critic(self._model, obs, action)
         critic_loss, td_error = twin_q_loss(q_value, target, weight)
         self._optimizer_q.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.sync_gradients(self._critic_net, weight=obs.shape[0])
+        self.backward_and_sync_gradients(critic_loss, self._critic_net, weight=obs.shape[0])
         self._optimizer_q.step()
 
         new_action, log_prob = tanh_gaussian_sample(*self._model(obs, mode='compute_actor')['logit'])
         new_q = torch.stack(self._critic(self._model, obs, new_action)).min(0).values
         policy_loss = (alpha * log_prob - new_q).mean()
         self._optimizer_policy.zero_grad(set_to_none=True)
-        policy_loss.backward()
-        self.sync_gradients(self._actor_net, weight=obs.shape[0])
+        self.backward_and_sync_gradients(policy_loss, self._actor_net, weight=obs.shape[0])
         self._optimizer_policy.step()
 
         info = {
@@ -118,6 +117,7 @@ class SACPolicy(ContinuousActorCriticBase):
             alpha_loss = -(self._alpha_param * (log_prob.detach() + self._target_entropy)).mean()
             self._optimizer_alpha.zero_grad(set_to_none=True)
             alpha_loss.backward()
+            sync_gradients_over_ranks([self._alpha_param], weight=obs.shape[0])  # alpha stays one value on every rank
             self._optimizer_alpha.step()
             info['alpha_loss'] = alpha_loss.item()
         info['alpha'] = self._alpha().item()

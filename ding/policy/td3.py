@@ -85,8 +85,7 @@ class TD3Policy(ContinuousActorCriticBase):
         q_value = self._critic(self._model, obs, action)
         critic_loss, td_error = twin_q_loss(q_value, target, weight)
         self._optimizer_critic.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.sync_gradients(self._critic_net, weight=obs.shape[0])
+        self.backward_and_sync_gradients(critic_loss, self._critic_net, weight=obs.shape[0])
         self._optimizer_critic.step()
 
         self._learn_count += 1
@@ -94,8 +93,7 @@ class TD3Policy(ContinuousActorCriticBase):
             new_action = self._model(obs, mode='compute_actor')['action']
             actor_loss = -self._critic(self._model, obs, new_action)[0].mean()
             self._optimizer_actor.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.sync_gradients(self._actor_net, weight=obs.shape[0])
+            self.backward_and_sync_gradients(actor_loss, self._actor_net, weight=obs.shape[0])
             self._optimizer_actor.step()
             self._soft_update_target()
             self._last_actor_loss = actor_loss.item()
