@@ -1,5 +1,6 @@
 """QR-DQN: config keys, the learn step's loss is the quantile Huber loss on the model's own outputs,
-DQN's acting, and a short serial CartPole run that learns."""
+DQN's acting. (The config solving CartPole is measured in benchmarks/NOTES.md; the C51 run in test_c51 shows the
+distributional DQN path learning through the serial pipeline.)"""
 
 import copy
 
@@ -9,7 +10,6 @@ import torch
 from ding.policy import QRDQNPolicy, create_policy
 from ding.rl_utils import qrdqn_nstep_td_data, qrdqn_nstep_td_error
 from ding.utils.collate import default_collate
-from tests.helpers.serial_solve import solve_config
 from tests.policy.test_dqn import fixed_batch
 
 MODEL = dict(obs_shape=4, action_shape=2, encoder_hidden_size_list=[32, 32, 16], num_quantiles=8)
@@ -51,12 +51,3 @@ def test_collect_and_eval_act_on_the_expected_q():
     q = policy._model(torch.stack(list(obs.values())))['logit']
     assert [int(out[k]['action']) for k in (0, 3)] == q.argmax(-1).tolist()
     assert set(policy.collect_mode.forward(obs, eps=1.0)) == {0, 3}
-
-
-@pytest.mark.slow
-def test_serial_cartpole_run_learns(tmp_path, monkeypatch, capsys):
-    summary, best = solve_config(
-        'dizoo.classic_control.cartpole.config.cartpole_qrdqn_config', tmp_path, monkeypatch, capsys, stop_value=100,
-        max_env_step=20000,
-    )  # fmt: skip
-    assert 'SOLVED' in summary and best >= 100, summary

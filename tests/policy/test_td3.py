@@ -1,5 +1,6 @@
 """TD3: config keys, one learn step checked against an independent computation, delayed actor and target
-updates, exploration noise, and a short serial Pendulum run that learns."""
+updates, exploration noise. (The config reaching -250 on Pendulum is measured in benchmarks/NOTES.md; SAC's run in
+test_sac shows the shared continuous actor-critic path learning through the serial pipeline.)"""
 
 import copy
 
@@ -8,8 +9,7 @@ import torch
 
 from ding.policy import TD3Policy
 from ding.utils.collate import default_collate
-from tests.helpers.serial_solve import solve_config
-from tests.policy.test_sac import SMALL, batch
+from tests.policy.test_sac import batch
 
 MODEL = dict(obs_shape=3, action_shape=1, actor_head_hidden_size=32, critic_head_hidden_size=32)
 
@@ -74,14 +74,3 @@ def test_collect_adds_clipped_noise_and_eval_is_the_actor():
 def test_bad_noise_range_is_refused_by_name():
     with pytest.raises(ValueError, match='noise_range'):
         make_policy(noise_range=dict(min=0.5, max=-0.5))
-
-
-@pytest.mark.slow
-def test_serial_pendulum_run_learns(tmp_path, monkeypatch, capsys):
-    # A random policy scores about -1400; smaller networks and batches than the config's keep the run short
-    # (about 3600 env steps: TD3 moves its actor every second update), and it stops at the bar.
-    summary, best = solve_config(
-        'dizoo.classic_control.pendulum.config.pendulum_td3_config', tmp_path, monkeypatch, capsys, stop_value=-1000,
-        max_env_step=5000, policy=SMALL,
-    )  # fmt: skip
-    assert 'SOLVED' in summary and best > -1000, summary
