@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers.processes import ROOT, child_env
 
 DQN_CONFIG = os.path.join(ROOT, 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py')
@@ -77,10 +79,17 @@ def test_usage_errors_and_help_keep_their_exit_codes_and_output(tmp_path):
     assert helped.returncode == 0 and helped.stdout.startswith('usage: ding')
 
 
-def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
-    result = run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '3', '--train-iter', '30'], tmp_path)
+@pytest.fixture(scope='module')
+def serial_run(tmp_path_factory):
+    """One short ``ding -m serial`` run (30 iterations), read by the output test and the eval-mode test."""
+    workdir = tmp_path_factory.mktemp('serial_run')
+    return workdir, run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '3', '--train-iter', '30'], workdir)
+
+
+def test_serial_run_with_iteration_limit_writes_outputs(serial_run):
+    workdir, result = serial_run
     assert result.returncode == 0, result.stderr[-3000:]
-    exp = tmp_path / 'cartpole_dqn_seed3'
+    exp = workdir / 'cartpole_dqn_seed3'
     assert (exp / 'total_config.py').is_file()
     assert any((exp / 'log').rglob('*_logger.txt'))
     assert any(p.name.startswith('events.out.tfevents') for p in (exp / 'log').rglob('*'))
@@ -92,10 +101,10 @@ def test_serial_run_with_iteration_limit_writes_outputs(tmp_path):
     assert summary and ('train iters 30' in summary[-1] or 'SOLVED' in summary[-1])
 
 
-def test_eval_mode_loads_a_checkpoint(tmp_path):
-    train = run_ding(['-m', 'serial', '-c', DQN_CONFIG, '-s', '0', '--train-iter', '20'], tmp_path)
+def test_eval_mode_loads_a_checkpoint(serial_run, tmp_path):
+    workdir, train = serial_run
     assert train.returncode == 0, train.stderr[-3000:]
-    ckpts = sorted((tmp_path / 'cartpole_dqn_seed0' / 'ckpt').glob('*.safetensors'))
+    ckpts = sorted((workdir / 'cartpole_dqn_seed3' / 'ckpt').glob('*.safetensors'))
     assert ckpts
     result = run_ding(
         ['-m', 'eval', '-c', DQN_CONFIG, '-s', '0', '--load-path', str(ckpts[-1]), '--exp-name', 'cartpole_dqn_eval'],
