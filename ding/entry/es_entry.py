@@ -38,7 +38,7 @@ from ding.worker.resume import register_checkpoint_extras, resolve_resume, resto
 from ding.worker.seed.transport import new_secret
 
 from .async_entry import close_all, sigterm_as_interrupt
-from .pipeline_parts import finish_run, load_input_config
+from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
 from .progress import RunProgress
 from .rank_group import RankGroup
 
@@ -166,28 +166,12 @@ def build_es_parts(
             parts.service = attach_serial_service(parts)
             if parts.service is not None:
                 closables.append(parts.service.close)
-                _export_server_metrics(parts)
+                export_snapshot_gauges(parts.service, 'es', ES_COUNTERS, parts.server.stats.snapshot)
     except BaseException:
         close_all(closables[::-1])
         raise
     parts.closables = closables[::-1]
     return parts
-
-
-def _export_server_metrics(parts: ESParts) -> None:
-    """The server's counters on the run service's ``/metrics`` as ``es_<name>`` (read when scraped)."""
-    metrics = parts.service.metrics
-    if metrics is None:
-        return
-    from prometheus_client import Gauge  # deferred: the run service loads only when asked for
-
-    stats = parts.server.stats
-
-    def reader(name: str) -> Callable[[], float]:
-        return lambda: stats.snapshot()[name]
-
-    for name, what in ES_COUNTERS.items():
-        Gauge(f'es_{name}', what, registry=metrics.registry).set_function(reader(name))
 
 
 def _stop_workers(workers: ESWorkerProcesses) -> None:

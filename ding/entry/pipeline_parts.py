@@ -233,6 +233,23 @@ def count_envsteps(parts: Any, local_envstep: int, train_iter: int) -> int:
     return parts.envstep
 
 
+def export_snapshot_gauges(
+    service: Any, prefix: str, descriptions: dict[str, str], snapshot: Callable[[], dict[str, float]]
+) -> None:
+    """Each ``name`` of ``descriptions`` as the gauge ``<prefix>_<name>`` on the run service's ``/metrics``, read
+    from ``snapshot()`` when scraped (nothing when the service exports no metrics)."""
+    metrics = service.metrics
+    if metrics is None:
+        return
+    from prometheus_client import Gauge  # deferred: the run service loads only when asked for
+
+    def reader(name: str) -> Callable[[], float]:
+        return lambda: snapshot()[name]
+
+    for name, what in descriptions.items():
+        Gauge(f'{prefix}_{name}', what, registry=metrics.registry).set_function(reader(name))
+
+
 def finish_run(parts: FinishableRun, solved: bool, reason: str) -> str:
     """Print the summary line (rank 0; the others log it to their own files) and close every component, even
     when one of them fails to close. Every rank logs a digest of its parameters (identical on every rank)."""

@@ -41,7 +41,7 @@ from ding.worker.seed.server import InferenceServer, follow_run_control
 from ding.worker.seed.transport import SlotLayout, new_secret, remote_run_secret
 
 from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of, sigterm_as_interrupt
-from .pipeline_parts import finish_run, load_input_config
+from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
 from .progress import RunProgress
 from .rank_group import RankGroup
 
@@ -234,7 +234,7 @@ def build_seed_parts(
             parts.service = attach_serial_service(parts)
             if parts.service is not None:
                 closables.append(parts.service.close)
-                _export_inference_metrics(parts)
+                export_snapshot_gauges(parts.service, 'seed', INFERENCE_METRICS, parts.server.stats.snapshot)
                 control = parts.service.control  # a paused run answers no actor at once
                 control.add_listener(follow_run_control(server, lambda: control.state))
     except BaseException:
@@ -251,22 +251,6 @@ INFERENCE_METRICS = {
     'latency_us_p99': '99th percentile of the SEED request latency, microseconds',
     'dropped_actors': 'SEED actors dropped (closed, crashed, hung or broke the protocol)',
 }
-
-
-def _export_inference_metrics(parts: SeedParts) -> None:
-    """The inference server's figures on the run service's ``/metrics`` (read when scraped)."""
-    metrics = parts.service.metrics
-    if metrics is None:
-        return
-    from prometheus_client import Gauge  # deferred: the run service loads only when asked for
-
-    stats = parts.server.stats
-
-    def reader(name: str) -> Callable[[], float]:
-        return lambda: stats.snapshot()[name]
-
-    for name, what in INFERENCE_METRICS.items():
-        Gauge(f'seed_{name}', what, registry=metrics.registry).set_function(reader(name))
 
 
 def _stop_actor_processes(actors: ActorProcesses) -> None:

@@ -91,7 +91,7 @@ def es_gradient(
 class AdamState:
     """Adam on one flat float32 vector, with L2 weight decay added to the gradient (as ``torch.optim.Adam``'s
     ``weight_decay``). Plain numpy: the ES parameters never see autograd, and ``torch.optim``'s first use imports
-    ``torch._dynamo``, seconds at the start of every learner."""
+    torch's compiler stack, seconds at the start of every learner."""
 
     def __init__(
         self, dim: int, learning_rate: float, betas: tuple[float, float], eps: float, weight_decay: float
