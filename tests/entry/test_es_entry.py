@@ -16,6 +16,7 @@ from ding.service.run_file import read_run_file, run_file_path
 from ding.utils.checkpoint import load_checkpoint
 from ding.worker.es.stats import ES_COUNTERS
 from dizoo.classic_control.cartpole.config import cartpole_es_config
+from tests.helpers.processes import child_pids
 from tests.helpers.service import session
 
 CONFIG_FILE = cartpole_es_config.__file__
@@ -25,30 +26,12 @@ def _config() -> tuple:
     return copy.deepcopy(cartpole_es_config.main_config), copy.deepcopy(cartpole_es_config.create_config)
 
 
-def _worker_children() -> list[int]:
-    """Live ES worker processes started by this process."""
-    pids = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/cmdline', 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-            with open(f'/proc/{entry}/stat') as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        if 'ding.worker.es.worker_main' in cmd and int(fields[1]) == os.getpid() and fields[0] != 'Z':
-            pids.append(int(entry))
-    return pids
-
-
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv('DING_PROGRESS', '0')
     yield
-    assert not _worker_children()
+    assert not child_pids('ding.worker.es.worker_main')
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from ding.config import ConfigError, read_config
 from ding.entry.seed_entry import check_seed_config, seed_pipeline
 from dizoo.classic_control.cartpole.config import cartpole_seed_a2c_config, cartpole_seed_dqn_config
+from tests.helpers.processes import child_pids
 
 DQN = (cartpole_seed_dqn_config.main_config, cartpole_seed_dqn_config.create_config)
 LSTM_CONFIG = os.path.join(os.path.dirname(cartpole_seed_a2c_config.__file__), 'cartpole_seed_lstm_config.py')
@@ -21,30 +22,12 @@ def _config(pair, **seed_section):
     return main, create
 
 
-def _actor_children() -> list[int]:
-    """Live actor processes started by this process."""
-    pids = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/cmdline', 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-            with open(f'/proc/{entry}/stat') as f:
-                fields = f.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        if 'ding.worker.seed.actor_main' in cmd and int(fields[1]) == os.getpid() and fields[0] != 'Z':
-            pids.append(int(entry))
-    return pids
-
-
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv('DING_PROGRESS', '0')
     yield
-    assert not _actor_children()
+    assert not child_pids('ding.worker.seed.actor_main')
 
 
 @pytest.mark.parametrize(

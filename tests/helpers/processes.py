@@ -32,3 +32,21 @@ def worker_pids(marker: str) -> list[int]:
         if 'ding.entry.parallel_worker' in cmd and marker in cmd and state != 'Z':
             pids.append(int(entry))
     return pids
+
+
+def child_pids(module: str) -> list[int]:
+    """Pids of this process's live children whose command line mentions ``module`` (e.g. an actor's main)."""
+    pids = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
+            with open(f'/proc/{entry}/stat') as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        if module in cmd and int(fields[1]) == os.getpid() and fields[0] != 'Z':
+            pids.append(int(entry))
+    return pids
