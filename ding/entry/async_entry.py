@@ -7,11 +7,8 @@ the learner trains on batches of them and stages its newest weights for the acto
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -29,6 +26,7 @@ from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
 from ding.utils.log_helper import build_summary_writer
 from ding.utils.registry import import_module
+from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.worker import BaseLearner
 from ding.worker.async_actor import (
     ASYNC_ACTOR_DEFAULTS,
@@ -69,6 +67,7 @@ class AsyncParts:
     ranks: RankGroup = field(default_factory=RankGroup)  # this process's rank (rank 0 of 1 without a group)
     envstep: int = 0  # env steps of the run: every rank's feed summed
     rank_progress: RankProgressFile | None = None  # where rank 0 tells `ding --nproc` its iteration
+    stop: StopRequest = field(default_factory=StopRequest)  # Ctrl-C / SIGTERM, acted on between iterations
 
     @property
     def collector(self) -> LearnerFeed:
@@ -201,14 +200,15 @@ def build_async_parts(
             )
             evaluator = VectorEvaluator(eval_env, actor_policy, n_episode, eval_seed, cfg.env.get('stop_value'))
             closables.insert(1, evaluator.close)
-        feed = LearnerFeed(pool, settings.updates_per_batch)
+        stop = StopRequest()
+        feed = LearnerFeed(pool, settings.updates_per_batch, check=stop.check)
         register_checkpoint_extras(learner, feed, evaluator)
         if resume_path is not None:
             # Rank 0's RNG streams are in the checkpoint: the other ranks keep their own.
             restore_serial_state(learner, feed, evaluator, None, resume_path, restore_rng=ranks.is_main)
         progress = RunProgress(cfg.exp_name, max_env_step, enabled=ranks.is_main)
         parts = AsyncParts(cfg, policy, learner, pool, feed, evaluator, settings, tb_logger, progress)
-        parts.closables, parts.resume_path = closables, resume_path
+        parts.closables, parts.resume_path, parts.stop = closables, resume_path, stop
         parts.ranks, parts.envstep = ranks, ranks.total(feed.envstep)
         start_rank_run(parts)
         if (
@@ -231,24 +231,6 @@ def _stop_actors(pool: ActorPool) -> None:
     left = pool.stop()
     if left:
         raise RuntimeError(f'actor threads still running after stop: {[t.name for t in left]}')
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While the run lasts, SIGTERM raises KeyboardInterrupt in the main thread (then the old handler is back),
-    so that a terminated run stops its actors and writes its checkpoint as on Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f'signal {signum}')
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _evaluate(parts: AsyncParts) -> bool:
@@ -282,12 +264,13 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
     eval_freq = int(parts.cfg.policy.eval.evaluator.eval_freq)
     solved, reason = False, 'interrupted'
     last_eval: int | None = None
-    try:
-        with sigterm_as_interrupt():
+    with signals_request_stop(parts.stop):
+        try:
             learner.call_hook('before_run')
             pool.staging.publish(learner.train_iter, policy.actor_weights())
             pool.start()
             while True:
+                parts.stop.check()
                 # Between iterations: pause waits here, tunes are applied, terminate writes the final checkpoint.
                 terminate = service is not None and not service.gate(learner.train_iter, parts.envstep)
                 if ranks.any(terminate) if vote_terminate else terminate:
@@ -313,15 +296,15 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
                     break
             pool.stop()
             learner.call_hook('after_run')
-    except KeyboardInterrupt:
-        pool.stop()
-        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
-        raise
-    except BaseException as exc:
-        reason = f'error: {type(exc).__name__}'
-        raise
-    finally:
-        finish_run(parts, solved, reason)
+        except KeyboardInterrupt:
+            pool.stop()
+            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            raise
+        except BaseException as exc:
+            reason = f'error: {type(exc).__name__}'
+            raise
+        finally:
+            finish_run(parts, solved, reason)
 
 
 def async_pipeline(

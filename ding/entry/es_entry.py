@@ -28,6 +28,7 @@ from ding.policy.es import ESPolicy
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
 from ding.utils.log_helper import build_summary_writer
+from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.worker import BaseLearner, InteractionSerialEvaluator
 from ding.worker.es.config import ES_SERVER_BOUNDS, ES_SERVER_DEFAULTS, ESServerSettings
 from ding.worker.es.processes import ESWorkerProcesses
@@ -37,7 +38,7 @@ from ding.worker.es.worker_main import RUN_SECRET_ENV
 from ding.worker.resume import register_checkpoint_extras, resolve_resume, restore_serial_state
 from ding.worker.seed.transport import new_secret
 
-from .async_entry import close_all, sigterm_as_interrupt
+from .async_entry import close_all
 from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
 from .progress import RunProgress
 from .rank_group import RankGroup
@@ -67,6 +68,7 @@ class ESParts:
     service: Any = None
     buffer: Any = None  # no replay buffer (the run service asks)
     ranks: RankGroup = field(default_factory=RankGroup)  # one rank: the server holds the model
+    stop: StopRequest = field(default_factory=StopRequest)  # Ctrl-C / SIGTERM, acted on between iterations
 
     @property
     def envstep(self) -> int:
@@ -181,7 +183,9 @@ def _stop_workers(workers: ESWorkerProcesses) -> None:
 
 
 def check_health(parts: ESParts) -> None:
-    """Raise when the server failed or a local worker process exited (they exit only when the server goes)."""
+    """Raise when a stop was requested, the server failed or a local worker process exited (they exit only when
+    the server goes)."""
+    parts.stop.check()
     server = parts.server
     if server.error is not None or not server.is_alive():
         raise RuntimeError(f'the ES server stopped: {server.error!r}') from server.error
@@ -205,8 +209,8 @@ def run_es_loop(parts: ESParts, max_train_iter: int | None, max_env_step: int | 
     checkpoint); always stop the workers and the server, print the summary line and close everything."""
     learner, server, service, evaluator = parts.learner, parts.server, parts.service, parts.evaluator
     solved, reason = False, 'interrupted'
-    try:
-        with sigterm_as_interrupt():
+    with signals_request_stop(parts.stop):
+        try:
             learner.call_hook('before_run')
             host, port = server.start()
             learner.info(f'es server on {host}:{port}; more workers: ding es-worker --connect {host}:{port} '
@@ -235,17 +239,17 @@ def run_es_loop(parts: ESParts, max_train_iter: int | None, max_env_step: int | 
                     break
             parts.workers.stop()
             learner.call_hook('after_run')
-    except KeyboardInterrupt:
-        parts.workers.stop()
-        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
-        raise
-    except BaseException as exc:
-        reason = f'error: {type(exc).__name__}'
-        raise
-    finally:
-        stats = server.stats.snapshot()
-        learner.info('es server: ' + ', '.join(f'{name} {stats[name]:.0f}' for name in ES_COUNTERS))
-        finish_run(parts, solved, reason)
+        except KeyboardInterrupt:
+            parts.workers.stop()
+            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            raise
+        except BaseException as exc:
+            reason = f'error: {type(exc).__name__}'
+            raise
+        finally:
+            stats = server.stats.snapshot()
+            learner.info('es server: ' + ', '.join(f'{name} {stats[name]:.0f}' for name in ES_COUNTERS))
+            finish_run(parts, solved, reason)
 
 
 def es_pipeline(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from ding.config.writer import redact_secrets
 from ding.interaction.base.auth import new_run_secret, resolve_run_secret
 from ding.utils.atomic_file import StorageError
 from ding.utils.jsonable import to_jsonable
+from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.utils.tls import TlsSettings
 from ding.worker.coordinator.coordinator import Coordinator
 
@@ -87,24 +87,6 @@ def _new_port(cfg: EasyDict, role: str, name: str) -> int:
     return port
 
 
-class _SignalGuard:
-    """Turns SIGTERM into KeyboardInterrupt in the main thread while the pipeline runs (then restores)."""
-
-    def __enter__(self) -> _SignalGuard:
-        self._old = None
-        if threading.current_thread() is threading.main_thread():
-
-            def _raise(signum: int, frame: Any) -> None:
-                raise KeyboardInterrupt(f'signal {signum}')
-
-            self._old = signal.signal(signal.SIGTERM, _raise)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
-
-
 def parallel_pipeline(
     input_cfg: str | tuple[dict, dict, dict],
     seed: int = 0,
@@ -147,11 +129,13 @@ def parallel_pipeline(
         os.path.join('.', main_cfg.get('exp_name') or 'default_experiment'),
         secret,
     )
+    stop_request = StopRequest()  # Ctrl-C / SIGTERM: acted on by the loops below (ding.utils.stop_request)
     try:
         # Resume check, compile, config checks: in another process, so that this one (the coordinator) never
         # imports torch (see ding.entry.parallel_prepare): a warm worker, else a child of its own.
-        with _SignalGuard():
+        with signals_request_stop(stop_request):
             cfg, resume_path = prepare_run(main_cfg, create_cfg, system_cfg, seed, resume, warm.answer)
+            stop_request.check()
         exp = cfg.main.exp_name
         run_dir = os.path.join('.', exp, 'run')
         log_dir = os.path.join('.', exp, 'log')
@@ -176,13 +160,13 @@ def parallel_pipeline(
     progress = RunProgress(exp, max_env_step)
     stop_value = cfg.main.env.get('stop_value')
     solved, reason = False, 'interrupted'
-    with _SignalGuard():
+    with signals_request_stop(stop_request):
         try:
             # Collectors first: the warm worker that compiled the config imported the env and collector classes.
             for w in sorted(workers, key=lambda w: w.role != 'collector'):
                 w.launch(warm.take(cfg.system[w.role][w.name]))
             warm.discard()
-            _wait_ready(workers, cfg, config_json, ready_timeout, stop_event)
+            _wait_ready(workers, cfg, config_json, ready_timeout, stop_event, stop_request)
             coordinator = Coordinator(
                 cfg,
                 max_env_step=max_env_step,
@@ -194,7 +178,7 @@ def parallel_pipeline(
             )
             service = _start_service(cfg, coordinator)
             coordinator.start()
-            reason = _supervise(coordinator, workers, cfg, config_json, progress, stop_event)
+            reason = _supervise(coordinator, workers, cfg, config_json, progress, stop_event, stop_request)
             solved = coordinator.solved
         except BaseException as exc:
             reason = 'interrupted' if isinstance(exc, KeyboardInterrupt) else f'error: {exc}'
@@ -257,11 +241,14 @@ def _wait_ready(
     config_json: str,
     timeout: float,
     stop_event: threading.Event | None = None,
+    stop_request: StopRequest | None = None,
 ) -> None:
     """Block until every worker serves; a taken port gets a fresh one, any other early exit is an error."""
     deadline = time.time() + timeout
     pending = list(workers)
     while pending:
+        if stop_request is not None:
+            stop_request.check()
         if stop_event is not None and stop_event.is_set():
             raise KeyboardInterrupt('stop_event set while the workers were starting')
         for w in list(pending):
@@ -364,11 +351,14 @@ def _supervise(
     config_json: str,
     progress: Any,
     stop_event: threading.Event | None = None,
+    stop_request: StopRequest | None = None,
 ) -> str:
     """Run until the coordinator ends the run; restart workers that die meanwhile. Returns the end reason."""
     restarting: list[WorkerProcess] = []
     moved: set[str] = set()  # relaunched on a new port: the coordinator connects there once it serves
     while not coordinator.system_shutdown_flag:
+        if stop_request is not None:
+            stop_request.check()
         coordinator.poll_service()  # run control: tunes, pause / resume, terminate (between rounds)
         coordinator.save_state(min_interval=STATE_SAVE_INTERVAL)  # the counters --resume continues from
         if coordinator.system_shutdown_flag:

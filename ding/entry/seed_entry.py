@@ -28,6 +28,7 @@ from ding.policy import create_policy
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
 from ding.utils.log_helper import build_summary_writer
+from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.worker import BaseLearner
 from ding.worker.async_actor import AsyncActorPolicy, StagingQueue, TrajectoryQueue, VectorEvaluator
 from ding.worker.replay_buffer import NaiveReplayBuffer, create_buffer
@@ -40,7 +41,7 @@ from ding.worker.seed.processes import ActorProcesses
 from ding.worker.seed.server import InferenceServer, follow_run_control
 from ding.worker.seed.transport import SlotLayout, new_secret, remote_run_secret
 
-from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of, sigterm_as_interrupt
+from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of
 from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
 from .progress import RunProgress
 from .rank_group import RankGroup
@@ -69,6 +70,7 @@ class SeedParts:
     resume_path: str | None = None
     service: Any = None
     ranks: RankGroup = field(default_factory=RankGroup)  # SEED runs on one rank: the learner holds the model
+    stop: StopRequest = field(default_factory=StopRequest)  # Ctrl-C / SIGTERM, acted on between iterations
 
     @property
     def envstep(self) -> int:
@@ -260,7 +262,9 @@ def _stop_actor_processes(actors: ActorProcesses) -> None:
 
 
 def check_health(parts: SeedParts) -> None:
-    """Raise when the inference server failed; start again the actor processes that died (restarts left)."""
+    """Raise when a stop was requested or the inference server failed; start again the actor processes that
+    died (restarts left)."""
+    parts.stop.check()
     server = parts.server
     if server.error is not None:
         raise RuntimeError(f'the inference server failed: {type(server.error).__name__}: {server.error}') from (
@@ -326,8 +330,8 @@ def run_seed_loop(parts: SeedParts, max_train_iter: int | None, max_env_step: in
     eval_freq = int(parts.cfg.policy.eval.evaluator.eval_freq)
     solved, reason = False, 'interrupted'
     last_eval: int | None = None
-    try:
-        with sigterm_as_interrupt():
+    with signals_request_stop(parts.stop):
+        try:
             learner.call_hook('before_run')
             parts.staging.publish(learner.train_iter, parts.acting_policy.actor_weights())
             parts.server.start()
@@ -353,26 +357,26 @@ def run_seed_loop(parts: SeedParts, max_train_iter: int | None, max_env_step: in
                     break
             parts.actors.stop()
             learner.call_hook('after_run')
-    except KeyboardInterrupt:
-        parts.actors.stop()
-        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
-        raise
-    except BaseException as exc:
-        reason = f'error: {type(exc).__name__}'
-        raise
-    finally:
-        stats = parts.server.stats.snapshot()
-        learner.info(
-            'seed inference: batch mean {:.1f} obs, queueing {:.0f} us, latency p50 {:.0f} / p99 {:.0f} us, '
-            '{:.0f} actors dropped'.format(
-                stats['inference_batch_mean'],
-                stats['queue_delay_us_mean'],
-                stats['latency_us_p50'],
-                stats['latency_us_p99'],
-                stats['dropped_actors'],
+        except KeyboardInterrupt:
+            parts.actors.stop()
+            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            raise
+        except BaseException as exc:
+            reason = f'error: {type(exc).__name__}'
+            raise
+        finally:
+            stats = parts.server.stats.snapshot()
+            learner.info(
+                'seed inference: batch mean {:.1f} obs, queueing {:.0f} us, latency p50 {:.0f} / p99 {:.0f} us, '
+                '{:.0f} actors dropped'.format(
+                    stats['inference_batch_mean'],
+                    stats['queue_delay_us_mean'],
+                    stats['latency_us_p50'],
+                    stats['latency_us_p99'],
+                    stats['dropped_actors'],
+                )
             )
-        )
-        finish_run(parts, solved, reason)
+            finish_run(parts, solved, reason)
 
 
 def seed_pipeline(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +33,20 @@ class LearnerFeed:
 
     ``updates_per_batch`` > 1 lets the learner train on the newest batch again (up to that many times in
     all) while fewer than ``batch_size`` new unrolls are waiting, instead of blocking. ``envstep`` counts
-    the env steps of every unroll taken (a checkpoint saves it as the collector's env steps).
+    the env steps of every unroll taken (a checkpoint saves it as the collector's env steps). ``check`` runs
+    whenever a wait of ``poll_seconds`` finds the queue empty, after the actors' health check (it may raise to
+    stop waiting, e.g. on a stop request).
     """
 
-    def __init__(self, pool: ActorPool, updates_per_batch: int = 1, poll_seconds: float = 0.2) -> None:
+    def __init__(
+        self,
+        pool: ActorPool,
+        updates_per_batch: int = 1,
+        poll_seconds: float = 0.2,
+        check: Callable[[], None] | None = None,
+    ) -> None:
         self.pool = pool
+        self.check = check
         self.updates_per_batch = updates_per_batch
         self.poll_seconds = poll_seconds
         self.envstep = 0
@@ -85,6 +95,8 @@ class LearnerFeed:
             if unroll is not None:
                 return unroll
             self.pool.check()
+            if self.check is not None:
+                self.check()
 
 
 __all__ = ['LearnerFeed', 'LagStats']
