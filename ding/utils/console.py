@@ -3,7 +3,8 @@ per evaluation, warnings and errors, the summary) or ``verbose`` (also every tab
 
 The level comes from ``DING_CONSOLE`` (the ``ding`` command sets it from ``-q`` / ``-v`` or the config's
 ``console`` key, so the processes a run starts inherit it), else from the level the running pipeline set from
-its config (``set_console_level``), else ``normal``. ``DING_QUIET=1`` (ranks other than 0) means ``quiet``.
+its config (``set_console_level``), else ``normal``. ``DING_QUIET=1`` (set for ranks other than 0) keeps the
+loggers' console to errors whatever the level.
 Whatever the level, the log files under ``./{exp_name}/log/`` get everything.
 """
 
@@ -44,8 +45,6 @@ def console_level() -> str:
     env = os.environ.get(CONSOLE_ENV)
     if env in CONSOLE_LEVELS:
         return str(env)
-    if os.environ.get('DING_QUIET', '') == '1':
-        return 'quiet'
     return _config_level or 'normal'
 
 
@@ -68,7 +67,7 @@ class ConsoleFilter(logging.Filter):
         marked = getattr(record, 'console', None)
         if marked is False:
             return False
-        level = console_level()
+        level = 'quiet' if os.environ.get('DING_QUIET', '') == '1' else console_level()
         if level == 'verbose':
             return True
         if level == 'quiet':

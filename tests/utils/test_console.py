@@ -74,11 +74,15 @@ def test_the_environment_wins_over_the_config_level(monkeypatch):
         assert console_level() == 'verbose'
         monkeypatch.setenv('DING_CONSOLE', 'quiet')
         assert console_level() == 'quiet'
-        monkeypatch.delenv('DING_CONSOLE')
-        monkeypatch.setenv('DING_QUIET', '1')  # ranks other than 0
-        assert console_level() == 'quiet'
     finally:
         set_console_level(None)
+
+
+def test_ding_quiet_keeps_the_loggers_to_errors(logger, capsys, monkeypatch):
+    monkeypatch.setenv('DING_CONSOLE', 'verbose')
+    monkeypatch.setenv('DING_QUIET', '1')  # what ranks other than 0 get
+    _log_all(logger)
+    assert capsys.readouterr().err.splitlines() == ['[evaluator] an error']
 
 
 def test_a_bad_level_is_refused_naming_the_choices():
