@@ -51,7 +51,9 @@ def draw(groups: dict[str, list[list[dict[str, float]]]], output: str, dpi: int,
     try:
         import matplotlib  # deferred: an optional extra, and `ding` starts without it
     except ImportError:
-        raise RunRecordError("ding plot needs matplotlib: pip install 'ding[plot]'") from None
+        raise RunRecordError(
+            "matplotlib is not installed; it comes with the plot extra: pip install 'ding[plot]'"
+        ) from None
     matplotlib.use('Agg')  # files only: no display needed
     import matplotlib.pyplot as plt  # deferred with matplotlib
 
