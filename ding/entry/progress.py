@@ -133,8 +133,9 @@ class RunProgress:
         status = 'SOLVED' if solved else f'not solved ({reason})'
         line = (
             f'[ding] {self.exp_name}: {status} | stop value {stop_value} | env steps {envstep} | '
-            f'train iters {train_iter} | best eval return {best} | wall {wall:.1f}s (set-up {setup:.1f}s)'
-            + (f' | best checkpoint {checkpoint}' if checkpoint else '')
+            f'train iters {train_iter} | wall {wall:.1f}s (set-up {setup:.1f}s) | '
+            + (f'best checkpoint {checkpoint} | ' if checkpoint else '')
+            + f'best eval return {best}'
         )
         summary = {
             'exp_name': self.exp_name,

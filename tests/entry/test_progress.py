@@ -15,7 +15,7 @@ from tests.helpers.short_runs import DQN_CONFIG, ES_CONFIG, console_lines, dupli
 MAX_CONSOLE_LINES = 40
 SUMMARY = re.compile(
     r'^\[ding\] (\S+): (SOLVED|not solved \(.+\)) \| stop value \S+ \| env steps (\d+) \| train iters (\d+) \| '
-    r'best eval return (\S+) \| wall ([\d.]+)s \(set-up ([\d.]+)s\)( \| best checkpoint (\S+))?$'
+    r'wall ([\d.]+)s \(set-up ([\d.]+)s\) \| (best checkpoint (\S+) \| )?best eval return (\S+)$'
 )
 
 
@@ -55,9 +55,9 @@ def test_summary_json_matches_the_summary_line_and_the_logs(two_seed_runs):
     assert summary['exp_name'] == match.group(1) == 'cartpole_dqn_seed0' and summary['seed'] == 0
     assert (summary['solved'], summary['reason']) == (False, 'max_train_iter reached')
     assert summary['env_steps'] == int(match.group(3)) and summary['train_iters'] == int(match.group(4)) >= 130
-    assert f'{summary["wall_s"]:.1f}' == match.group(6) and f'{summary["setup_s"]:.1f}' == match.group(7)
+    assert f'{summary["wall_s"]:.1f}' == match.group(5) and f'{summary["setup_s"]:.1f}' == match.group(6)
     assert 0 < summary['setup_s'] < summary['wall_s']
-    assert summary['best_checkpoint'] == match.group(9) and os.path.isfile(workdir / summary['best_checkpoint'])
+    assert summary['best_checkpoint'] == match.group(8) and os.path.isfile(workdir / summary['best_checkpoint'])
     # The evaluations of eval.jsonl are the evaluator's (its tensorboard scalars), at the same env steps.
     evals = read_evals(str(exp_dir))
     tb = read_tb_events(str(exp_dir / 'log'))
@@ -66,7 +66,7 @@ def test_summary_json_matches_the_summary_line_and_the_logs(two_seed_runs):
     assert [e['train_iter'] for e in evals] == [0, 42, 84, 126]
     assert summary['evaluations'] == len(evals)
     assert summary['best_eval_return'] == pytest.approx(max(e['eval_return'] for e in evals))
-    assert f'{summary["best_eval_return"]:.2f}' == match.group(5)
+    assert f'{summary["best_eval_return"]:.2f}' == match.group(9)
     assert all(summary['setup_s'] <= e['wall_s'] <= summary['wall_s'] for e in evals)
     with open(exp_dir / 'log' / 'learner' / 'learner_logger.txt') as f:
         assert line in f.read()  # the log file keeps the summary too
