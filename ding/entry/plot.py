@@ -1,8 +1,8 @@
 """``ding plot EXP_DIR [EXP_DIR ...] -o curves.png``: learning curves of runs from their ``log/eval.jsonl``.
 
-Two panels, eval return against env steps and against wall time (seconds since the process started). Runs
-whose directories differ only by their ``_seedN`` suffix are seeds of one config: drawn as their mean with the
-min-max spread. Needs matplotlib (``pip install 'ding[plot]'``). Exit status: 0 written, 2 bad input.
+Two panels, eval return against env steps and against wall time (``wall_s``: seconds since the run's process
+started). Runs whose directories differ only by their ``_seedN`` suffix are seeds of one config: each seed thin,
+their mean bold with the min-max band where every seed has data. Needs matplotlib (``pip install 'ding[plot]'``). Exit status: 0 written, 2 bad input.
 """
 
 from __future__ import annotations
@@ -36,13 +36,16 @@ def group_runs(exp_dirs: list[str]) -> dict[str, list[list[dict[str, float]]]]:
     return groups
 
 
-def _mean_and_spread(runs: list[list[dict[str, float]]], x_key: str) -> tuple[Any, Any, Any, Any]:
-    """The runs' returns on a common x grid (each run step-interpolated, up to its last evaluation)."""
+def _mean_and_spread(runs: list[list[dict[str, float]]], x_key: str) -> tuple[Any, Any, Any, Any] | None:
+    """The runs' returns on a common x grid where every run has data (each run's return at x is that of its
+    latest evaluation at or before x); None when the runs do not overlap."""
     xs = [np.array([r[x_key] for r in run]) for run in runs]
     ys = [np.array([r['eval_return'] for r in run]) for run in runs]
-    end = min(x[-1] for x in xs)  # where every seed has data
-    grid = np.unique(np.concatenate([x[x <= end] for x in xs]))
-    curves = np.stack([y[np.clip(np.searchsorted(x, grid, side='right') - 1, 0, None)] for x, y in zip(xs, ys)])
+    start, end = max(x[0] for x in xs), min(x[-1] for x in xs)
+    grid = np.unique(np.concatenate([x[(x >= start) & (x <= end)] for x in xs]))
+    if grid.size == 0:
+        return None
+    curves = np.stack([y[np.searchsorted(x, grid, side='right') - 1] for x, y in zip(xs, ys)])
     return grid, curves.mean(axis=0), curves.min(axis=0), curves.max(axis=0)
 
 
@@ -58,16 +61,29 @@ def draw(groups: dict[str, list[list[dict[str, float]]]], output: str, dpi: int,
     import matplotlib.pyplot as plt  # deferred with matplotlib
 
     fig, axes = plt.subplots(1, 2, figsize=FIGURE_SIZE, dpi=dpi)
-    for x_key, axis, label in (('env_step', axes[0], 'env steps'), ('wall_s', axes[1], 'wall time (s)')):
+    for x_key, axis, x_label in (('env_step', axes[0], 'env steps'), ('wall_s', axes[1], 'wall time (s)')):
         for name, runs in groups.items():
-            if len(runs) == 1:
-                run = runs[0]
-                axis.plot([r[x_key] for r in run], [r['eval_return'] for r in run], marker='.', label=name)
-                continue
-            grid, mean, low, high = _mean_and_spread(runs, x_key)
-            (line,) = axis.plot(grid, mean, label=f'{name} ({len(runs)} seeds)')
-            axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
-        axis.set_xlabel(label)
+            label = name if len(runs) == 1 else f'{name} ({len(runs)} seeds)'
+            color = None
+            for run in runs:  # every evaluation of every seed, thin when there are several
+                (line,) = axis.plot(
+                    [r[x_key] for r in run],
+                    [r['eval_return'] for r in run],
+                    drawstyle='steps-post',
+                    color=color,
+                    linewidth=1.5 if len(runs) == 1 else 0.6,
+                    alpha=1.0 if len(runs) == 1 else 0.5,
+                    label=label if len(runs) == 1 else None,
+                )
+                color = line.get_color()
+            spread = _mean_and_spread(runs, x_key) if len(runs) > 1 else None
+            if spread is not None:  # the seeds' mean and min-max band where they all have data
+                grid, mean, low, high = spread
+                axis.plot(grid, mean, drawstyle='steps-post', color=color, linewidth=2, label=label)
+                axis.fill_between(grid, low, high, step='post', color=color, alpha=0.2, linewidth=0)
+            elif len(runs) > 1:
+                axis.plot([], [], color=color, label=label)
+        axis.set_xlabel(x_label)
         axis.set_ylabel('eval return')
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize='small', loc='best')
