@@ -200,6 +200,8 @@ def parallel_pipeline(
                 if os.path.isdir(run_dir) and not os.listdir(run_dir):
                     os.rmdir(run_dir)
                 summary = coordinator.summary() if coordinator is not None else {}
+                if coordinator is not None:
+                    record_evaluations(coordinator, progress)  # one that ended the run after the last look
                 best = summary.get('best_eval_return')
                 progress.close(
                     solved,
@@ -353,6 +355,13 @@ def _replace_squatted(
         coordinator.error(f'{kind} {name} was held by someone else: replaced it on port {port} (restart {w.restarts})')
 
 
+def record_evaluations(coordinator: Coordinator, progress: RunProgress) -> None:
+    """The commander's evaluations not yet shown: an ``[eval]`` line and a ``log/eval.jsonl`` record each."""
+    history = getattr(coordinator.commander, 'eval_history', [])
+    for evaluation in history[progress.evaluations :]:
+        progress.record_eval(evaluation['reward_mean'], evaluation['envstep'], evaluation['policy_iter'])
+
+
 def _supervise(
     coordinator: Any,
     workers: list[WorkerProcess],
@@ -403,9 +412,7 @@ def _supervise(
                     coordinator.update_worker_address(
                         w.role, w.name, cfg.system[w.role][w.name].host, cfg.system[w.role][w.name].port
                     )
-        history = getattr(coordinator.commander, 'eval_history', [])
-        for evaluation in history[progress.evaluations :]:
-            progress.record_eval(evaluation['reward_mean'], evaluation['envstep'], evaluation['policy_iter'])
+        record_evaluations(coordinator, progress)
         progress.update(coordinator.env_step, coordinator.train_iter)
     return coordinator.shutdown_reason
 
