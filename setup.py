@@ -32,6 +32,8 @@ setup(
         'remote': ['pyzmq>=25'],
         # the ES pipeline's worker protocol (ding -m es, ding es-worker): msgpack frame headers
         'es': ['msgpack>=1.0'],
+        # `ding plot`: learning curves of runs drawn with matplotlib
+        'plot': ['matplotlib>=3.5'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -47,11 +49,12 @@ setup(
             'opencv-python-headless>=4.8',
             'pyzmq>=25',
             'msgpack>=1.0',
+            'matplotlib>=3.5',
         ],
     },
     entry_points={
         'console_scripts': ['ding=ding.entry.cli:run'],
-        # Components `ding -q` lists (ding.utils.builtin): dizoo's environments register on import.
+        # Components `ding --query-registry` lists (ding.utils.builtin): dizoo's environments register on import.
         'ding.components': [
             'cartpole = dizoo.classic_control.cartpole.envs.cartpole_env',
             'pendulum = dizoo.classic_control.pendulum.envs.pendulum_env',

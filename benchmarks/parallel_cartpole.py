@@ -53,7 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_MODULE = 'dizoo.classic_control.cartpole.config.parallel.cartpole_dqn_config'
 SUMMARY = re.compile(
     r'\[ding\] (?P<exp>\S+): (?P<status>SOLVED|not solved[^|]*?) ?\|.*env steps (?P<steps>\d+) \| '
-    r'train iters (?P<iters>\d+) \| wall (?P<wall>[\d.]+)s \| best eval return (?P<best>\S+)'
+    r'train iters (?P<iters>\d+) \| wall (?P<wall>[\d.]+)s (?:\(set-up [\d.]+s\) )?\|.*best eval return (?P<best>\S+)'
 )
 IT_S = re.compile(r'iteration (\d+): averages over \d+ iterations \(([\d.]+) it/s\)')
 RUN_END = re.compile(

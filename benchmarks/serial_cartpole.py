@@ -32,7 +32,7 @@ CONFIGS = {
 TARGETS = {'dqn': 'wall <= 3.5 s, env steps <= 2000', 'ppo': 'wall <= 4 s', 'a2c': '-'}
 SUMMARY = re.compile(
     r'\[ding\] (?P<exp>\S+): (?P<status>SOLVED|not solved[^|]*?) ?\|.*env steps (?P<steps>\d+) \| '
-    r'train iters (?P<iters>\d+) \| wall (?P<wall>[\d.]+)s \| best eval return (?P<best>\S+)'
+    r'train iters (?P<iters>\d+) \| wall (?P<wall>[\d.]+)s (?:\(set-up [\d.]+s\) )?\|.*best eval return (?P<best>\S+)'
 )
 
 

@@ -94,6 +94,7 @@ TOP_LEVEL_KEYS = (
     'policy',
     'service',
     'resume',
+    'console',  # what a run prints on the console: 'quiet', 'normal', 'verbose' (ding.utils.console)
     'world_size',  # written by the pipelines that ran on several ranks (informational)
     'reward_model',
     'world_model',

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from ding.utils.console import console_level_problem
 from ding.utils.registry import LEARNER_HOOK_REGISTRY
 
 from .bounds import (
@@ -96,6 +97,10 @@ def _check_top_level(cfg: Mapping, defaults: Mapping, problems: list[str]) -> No
     for key in cfg:
         if key not in known and key not in ALWAYS_KNOWN:
             problems.append(_unknown_key_message(str(key), str(key), known))
+    if cfg.get('console') is not None:
+        problem = console_level_problem(cfg['console'], 'console')
+        if problem:
+            problems.append(problem)
 
 
 _UNKNOWN = ': unknown key '

@@ -240,8 +240,8 @@ def _evaluate(parts: AsyncParts) -> bool:
     best_before = evaluator.best_return
     stop, info = evaluator.eval(parts.policy.actor_weights())
     mean = info['eval_episode_return_mean']
-    parts.progress.record_eval(mean)
     envstep = parts.envstep
+    parts.progress.record_eval(mean, envstep, learner.train_iter)
     learner.info(
         f'evaluation at iteration {learner.train_iter}, env step {envstep}: return mean {mean:.2f} '
         f'(std {info["eval_episode_return_std"]:.2f}, {int(info["eval_episode_count"])} episodes)'

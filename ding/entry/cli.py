@@ -14,12 +14,15 @@ from ding import __version__
 from ding.config import ConfigError, read_config
 from ding.utils.atomic_file import StorageError
 from ding.utils.builtin import import_builtin_components
+from ding.utils.console import CONSOLE_ENV, console_level_problem
 from ding.utils.registry import REGISTRIES
 
 from .ctl import main as ctl_main
 from .lifeline import die_with_launcher
+from .plot import main as plot_main
 from .rank_launcher import launch_ranks
 from .startup import limit_openmp_threads
+from .summary import main as summary_main
 
 MODES = ('serial', 'serial_onpolicy', 'eval', 'parallel', 'async', 'seed', 'es')
 RANK_MODES = ('serial', 'serial_onpolicy', 'async')  # the modes that run on several ranks (--nproc, torchrun)
@@ -31,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         description='Train and evaluate reinforcement-learning agents.',
         epilog='example: ding -m serial -c dizoo/classic_control/cartpole/config/cartpole_dqn_config.py -s 0\n'
         'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME\n'
+        'learning curves of runs: ding plot ./EXP_A ./EXP_B -o curves.png; a table of them: ding summary ./EXP_*\n'
         'a SEED actor on another host: ding seed-actor --connect HOST:PORT --actor-id I -c cfg.py\n'
         'an ES worker on another host: ding es-worker --connect HOST:PORT --token T',
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -71,9 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         '--min-nproc', type=int, help='--nproc: each restart drops one rank, down to this many (default: --nproc)'
     )
-    p.add_argument('-v', '--version', action='version', version=f'ding {__version__}')
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        '-v',
+        '--verbose',
+        action='store_true',
+        help="also print every learner / evaluator / hook table on the console (config key console='verbose')",
+    )
+    talk.add_argument(
+        '-q', '--quiet', action='store_true', help="print only the summary line and errors (console='quiet')"
+    )
+    p.add_argument('--version', action='version', version=f'ding {__version__}')
     p.add_argument(
-        '-q',
         '--query-registry',
         metavar='REGISTRY',
         help="list what is registered in REGISTRY (e.g. policy, env, buffer; 'all' for every one)",
@@ -106,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
         return ctl_main(argv[1:])
+    if argv and argv[0] == 'plot':  # `ding plot EXP_DIR ... -o curves.png` (ding.entry.plot)
+        return plot_main(argv[1:])
+    if argv and argv[0] == 'summary':  # `ding summary EXP_DIR ...` (ding.entry.summary)
+        return summary_main(argv[1:])
     if argv and argv[0] == 'seed-actor':  # a SEED actor on another host (docs/seed.md)
         from ding.worker.seed.remote_actor import main as seed_actor_main  # deferred: pyzmq is optional
 
@@ -116,6 +133,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return es_worker_main(argv[1:])
     args = build_parser().parse_args(argv)
+    console_before = os.environ.get(CONSOLE_ENV)
+    try:
+        return _main(args)
+    finally:  # a caller of main() in its own process (tests, scripts) gets its environment back
+        if console_before is None:
+            os.environ.pop(CONSOLE_ENV, None)
+        else:
+            os.environ[CONSOLE_ENV] = console_before
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.query_registry:
         return _query(args.query_registry)
     if not args.mode:
@@ -130,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
 
+    problem = _set_console_level(args, main_cfg)
+    if problem:
+        return _fail(problem)
     seeds = args.seed or [0]
     problem = _check_rank_args(args)
     if problem:
@@ -184,6 +215,20 @@ def _run_seed(args: argparse.Namespace, cfg, create_cfg, system_cfg, seed: int) 
         return _fail(
             f'rank {os.environ.get("RANK")}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ""}', 1
         )
+
+
+def _set_console_level(args: argparse.Namespace, main_cfg) -> str | None:
+    """``-q`` / ``-v``, else the config's ``console`` key, as ``DING_CONSOLE``: the processes of the run (ranks,
+    workers, actors) inherit it. A level already in the environment is kept when neither flag is given."""
+    level = 'verbose' if args.verbose else 'quiet' if args.quiet else None
+    if level is None and main_cfg.get('console') is not None:
+        level = main_cfg.get('console')
+        problem = console_level_problem(level, f"{args.config}: top-level key 'console'")
+        if problem:
+            return problem
+    if level is not None:
+        os.environ[CONSOLE_ENV] = level
+    return None
 
 
 def _check_rank_args(args: argparse.Namespace) -> str | None:

@@ -214,7 +214,7 @@ def run_es_loop(parts: ESParts, max_train_iter: int | None, max_env_step: int | 
             learner.call_hook('before_run')
             host, port = server.start()
             learner.info(f'es server on {host}:{port}; more workers: ding es-worker --connect {host}:{port} '
-                         f'--token "${RUN_SECRET_ENV}" (set it for this run too)')  # fmt: skip
+                         f'--token "${RUN_SECRET_ENV}" (set it for this run too)', console=True)  # fmt: skip
             parts.workers.start_all(host, port)
             while True:
                 if service is not None and not service.gate(learner.train_iter, parts.envstep):
@@ -222,7 +222,7 @@ def run_es_loop(parts: ESParts, max_train_iter: int | None, max_env_step: int | 
                     break
                 if evaluator.should_eval(learner.train_iter):
                     stop, info = evaluator.eval(learner.save_checkpoint, learner.train_iter, parts.envstep)
-                    parts.progress.record_eval(info['eval_episode_return_mean'])
+                    parts.progress.record_eval(info['eval_episode_return_mean'], parts.envstep, learner.train_iter)
                     if stop:
                         solved, reason = True, 'solved'
                         break

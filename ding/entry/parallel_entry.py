@@ -25,6 +25,7 @@ from ding.config.parallel import find_free_port
 from ding.config.writer import redact_secrets
 from ding.interaction.base.auth import new_run_secret, resolve_run_secret
 from ding.utils.atomic_file import StorageError
+from ding.utils.console import console_level_problem, set_console_level
 from ding.utils.jsonable import to_jsonable
 from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.utils.tls import TlsSettings
@@ -122,6 +123,8 @@ def parallel_pipeline(
         )
     if exp_name:
         main_cfg.exp_name = exp_name
+    if console_level_problem(main_cfg.get('console'), 'console') is None:  # a bad value: the config check names it
+        set_console_level(main_cfg.get('console'))
     run_started = time.time()
     secret = _run_secret(system_cfg)
     warm = WarmWorkers(
@@ -197,9 +200,17 @@ def parallel_pipeline(
                 if os.path.isdir(run_dir) and not os.listdir(run_dir):
                     os.rmdir(run_dir)
                 summary = coordinator.summary() if coordinator is not None else {}
+                if coordinator is not None:
+                    record_evaluations(coordinator, progress)  # one that ended the run after the last look
                 best = summary.get('best_eval_return')
                 progress.close(
-                    solved, int(summary.get('env_step', 0)), int(summary.get('train_iter', 0)), best, stop_value, reason
+                    solved,
+                    int(summary.get('env_step', 0)),
+                    int(summary.get('train_iter', 0)),
+                    best,
+                    stop_value,
+                    reason,
+                    seed,
                 )
     if coordinator is not None and coordinator.config_refusal:  # no retry can succeed: fail the run
         raise ConfigError(f'the run ended: {coordinator.config_refusal}')
@@ -344,6 +355,13 @@ def _replace_squatted(
         coordinator.error(f'{kind} {name} was held by someone else: replaced it on port {port} (restart {w.restarts})')
 
 
+def record_evaluations(coordinator: Coordinator, progress: RunProgress) -> None:
+    """The commander's evaluations not yet shown: an ``[eval]`` line and a ``log/eval.jsonl`` record each."""
+    history = getattr(coordinator.commander, 'eval_history', [])
+    for evaluation in history[progress.evaluations :]:
+        progress.record_eval(evaluation['reward_mean'], evaluation['envstep'], evaluation['policy_iter'])
+
+
 def _supervise(
     coordinator: Any,
     workers: list[WorkerProcess],
@@ -394,9 +412,7 @@ def _supervise(
                     coordinator.update_worker_address(
                         w.role, w.name, cfg.system[w.role][w.name].host, cfg.system[w.role][w.name].port
                     )
-        last = getattr(coordinator.commander, 'last_eval_return', None)
-        if last is not None:
-            progress.record_eval(last)
+        record_evaluations(coordinator, progress)
         progress.update(coordinator.env_step, coordinator.train_iter)
     return coordinator.shutdown_reason
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -12,12 +11,13 @@ from typing import Any, Protocol
 
 from easydict import EasyDict
 
-from ding.config import compile_config, read_config
+from ding.config import ConfigError, compile_config, read_config
 from ding.envs import create_env_manager, get_vec_env_setting
 from ding.policy import create_policy
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
 from ding.utils.atomic_file import StorageError
+from ding.utils.console import FILE_ONLY, console_level_problem, say, set_console_level
 from ding.utils.log_helper import build_summary_writer
 from ding.worker import (
     BaseLearner,
@@ -39,11 +39,17 @@ from .rank_launcher import RankProgressFile
 
 
 def load_input_config(input_cfg: str | tuple[dict, dict]) -> tuple[EasyDict, EasyDict]:
-    """Accept a config file path or a ``(main_config, create_config)`` pair; return deep copies."""
+    """Accept a config file path or a ``(main_config, create_config)`` pair; return deep copies. The config's
+    ``console`` key sets this process's console level (``ding.utils.console``)."""
     if isinstance(input_cfg, (str, os.PathLike)):
         cfg, create_cfg, _ = read_config(str(input_cfg))
     else:
         cfg, create_cfg = input_cfg[0], input_cfg[1]
+    level = cfg.get('console')
+    problem = None if level is None else console_level_problem(level, "top-level key 'console'")
+    if problem:
+        raise ConfigError(problem)
+    set_console_level(level)  # this run's console level (DING_CONSOLE, set by `ding -q/-v`, wins)
     return EasyDict(copy.deepcopy(dict(cfg))), EasyDict(copy.deepcopy(dict(create_cfg)))
 
 
@@ -214,8 +220,8 @@ def start_rank_run(parts: Any) -> None:
     ranks, learner = parts.ranks, parts.learner
     if ranks.several and ranks.is_main:
         line = f'[ding] {ranks.describe(parts.cfg.exp_name)}'
-        print(line, file=sys.stderr, flush=True)
-        learner.logger.info(line)
+        say(line)
+        learner.logger.info(line, extra=FILE_ONLY)
     if ranks.is_main:
         parts.rank_progress = RankProgressFile.from_environment()
         if parts.rank_progress is not None:
@@ -267,8 +273,9 @@ def finish_run(parts: FinishableRun, solved: bool, reason: str) -> str:
                 getattr(parts.evaluator, 'best_return', None),
                 parts.cfg.env.get('stop_value'),
                 reason,
+                parts.cfg.get('seed'),
             )
-            parts.learner.logger.info(line)
+            parts.learner.logger.info(line, extra=FILE_ONLY)  # the console got it from progress.close
         else:
             parts.learner.info(f'rank {parts.ranks.rank} stopped: {reason}, iteration {parts.learner.train_iter}')
         if parts.ranks.several:
@@ -313,7 +320,7 @@ def run_serial_loop(
             if evaluator.should_eval(learner.train_iter):
                 if ranks.is_main:
                     stop, eval_info = evaluator.eval(learner.save_checkpoint, learner.train_iter, parts.envstep)
-                    parts.progress.record_eval(eval_info['eval_episode_return_mean'])
+                    parts.progress.record_eval(eval_info['eval_episode_return_mean'], parts.envstep, learner.train_iter)
                 stop = ranks.any(stop)
                 if stop:
                     reason = 'solved'

@@ -207,7 +207,9 @@ def build_seed_parts(
             learner.info,
         )
         if server.remote_address:
-            learner.info(f'seed: remote actors join on {server.remote_address} (ding seed-actor --connect)')
+            learner.info(
+                f'seed: remote actors join on {server.remote_address} (ding seed-actor --connect)', console=True
+            )
         # Closed last-in first-out: the actors, then the queues (the server may wait on one), then the server.
         closables += [server.stop, queue.close, staging.close]
         actors = ActorProcesses(
@@ -283,7 +285,7 @@ def _evaluate(parts: SeedParts) -> bool:
     best_before = evaluator.best_return
     stop, info = evaluator.eval(parts.acting_policy.actor_weights())
     mean = info['eval_episode_return_mean']
-    parts.progress.record_eval(mean)
+    parts.progress.record_eval(mean, parts.feed.envstep, learner.train_iter)
     learner.info(f'evaluation at iteration {learner.train_iter}, env step {parts.feed.envstep}: return mean {mean:.2f}')
     for key, value in info.items():
         parts.tb_logger.add_scalar(f'evaluator_step/{key}', value, parts.feed.envstep)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 import time
 from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
+from ding.utils.console import say
 from ding.utils.tls import TlsSettings
 from ding.worker.learner.learner_hook import iterations_done
 from ding.worker.learner.nan_guard import add_nan_guard_listener, remove_nan_guard_listener
@@ -225,7 +225,7 @@ class ServiceRuntime:
             where = '; control token: service.token of the config'
         else:
             where = '; control token not written anywhere (set service.token to control this run from outside)'
-        print(f'[ding] run service of {self.instance} at {server.url}{where}', file=sys.stderr, flush=True)
+        say(f'[ding] run service of {self.instance} at {server.url}{where}')  # not at the quiet console level
         self.emit('service_started', address=server.address, pid=os.getpid())
 
     # ---- the training loop's side --------------------------------------------------------------------

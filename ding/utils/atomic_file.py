@@ -51,6 +51,31 @@ def write_temp(path: str, data: bytes, durable: bool = True) -> str:
     return tmp
 
 
+def write_atomic(path: str, data: bytes, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` in one step: a reader sees the old file or the new one, never a part."""
+    tmp = write_temp(path, data, durable)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    if durable:
+        fsync_dir(os.path.dirname(path) or '.')
+
+
+def append_line(path: str, line: str) -> None:
+    """Append ``line`` (a newline is added) to ``path`` with one ``write`` on an ``O_APPEND`` descriptor: lines
+    of several writers never interleave, and a reader sees each line whole or (while it is written) not yet."""
+    data = (line.rstrip('\n') + '\n').encode('utf-8')
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        written = os.write(fd, data)
+        if written != len(data):
+            raise OSError(f'{path}: short append ({written} of {len(data)} bytes)')
+    finally:
+        os.close(fd)
+
+
 def remove_quietly(path: str) -> None:
     try:
         os.remove(path)
@@ -58,4 +83,12 @@ def remove_quietly(path: str) -> None:
         pass
 
 
-__all__ = ['STORAGE_REFUSAL', 'StorageError', 'fsync_dir', 'write_temp', 'remove_quietly']
+__all__ = [
+    'STORAGE_REFUSAL',
+    'StorageError',
+    'append_line',
+    'fsync_dir',
+    'write_atomic',
+    'write_temp',
+    'remove_quietly',
+]

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .console import ConsoleHandler
+
 if TYPE_CHECKING:
     from tensorboardX import SummaryWriter
 
@@ -66,8 +68,9 @@ def build_logger(
 ) -> tuple[logging.Logger, SummaryWriter | None]:
     """Return ``(text_logger, tb_writer)``.
 
-    The text logger writes ``{path}/{name}_logger.txt`` (and the console unless ``to_console`` is
-    False); ``tb_writer`` is tensorboardX's ``SummaryWriter`` (``build_summary_writer``) on ``{path}/{name}/``
+    The text logger writes ``{path}/{name}_logger.txt`` and, unless ``to_console`` is False, the console what
+    the console level lets through (``ding.utils.console``: warnings, errors and ``CONSOLE_LINE`` records by
+    default); ``tb_writer`` is tensorboardX's ``SummaryWriter`` (``build_summary_writer``) on ``{path}/{name}/``
     or None.
     """
     name = name or 'default'
@@ -81,10 +84,8 @@ def build_logger(
         file_handler = LogFileHandler(log_file)
         file_handler.setFormatter(fmt)
         logger.addHandler(file_handler)
-        if to_console and os.environ.get('DING_QUIET', '') != '1':
-            console = logging.StreamHandler(sys.stderr)
-            console.setFormatter(logging.Formatter(f'[{name}] %(message)s'))
-            logger.addHandler(console)
+        if to_console:
+            logger.addHandler(ConsoleHandler(name))  # the console level (ding.utils.console) decides what shows
     tb_logger = build_summary_writer(os.path.join(path, name)) if need_tb else None
     return logger, tb_logger
 

@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from ding.config.errors import ConfigError
+from ding.utils.console import say
 
 RESUME_NEVER = 'never'
 RESUME_AUTO = 'auto'
@@ -162,10 +163,8 @@ def resolve_resume(
 def _say(logger: Any, msg: str) -> None:
     if logger is not None:
         logger.info(msg)
-    elif os.environ.get('DING_QUIET', '') != '1':
-        import sys
-
-        print(f'[ding] {msg}', file=sys.stderr)
+    else:
+        say(f'[ding] {msg}')
 
 
 # ---- what checkpoints carry besides the learner's state -------------------------------------------

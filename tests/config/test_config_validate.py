@@ -30,6 +30,13 @@ def test_a_good_config_passes():
     validate_config(toy_main(), toy_defaults())
 
 
+def test_the_console_key_takes_a_console_level():
+    for level in ('quiet', 'normal', 'verbose'):
+        validate_config(EasyDict(toy_main(), console=level), toy_defaults())
+    msg = problems_of(EasyDict(toy_main(), console='loud'))
+    assert "console must be one of ['quiet', 'normal', 'verbose'], got 'loud'" in msg
+
+
 def test_typo_names_the_full_key_path_and_the_closest_keys():
     msg = problems_of(toy_main(learn=dict(batch_size=32, learning_rat=0.01)))
     assert 'policy.learn.learning_rat' in msg

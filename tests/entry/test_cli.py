@@ -52,7 +52,7 @@ def test_typo_in_config_key_fails_before_any_work(tmp_path):
 
 
 def test_query_registry_lists_builtin_components(tmp_path):
-    result = run_ding(['-q', 'policy'], tmp_path)
+    result = run_ding(['--query-registry', 'policy'], tmp_path)
     assert result.returncode == 0, result.stderr
     for name in ('dqn', 'ppo', 'a2c', 'dqn_command'):
         assert name in result.stdout
@@ -60,13 +60,13 @@ def test_query_registry_lists_builtin_components(tmp_path):
 
 def test_query_registry_lists_environments_of_installed_packages(tmp_path):
     # dizoo declares its environments in the 'ding.components' entry-point group; ding itself never names dizoo
-    result = run_ding(['-q', 'env'], tmp_path)
+    result = run_ding(['--query-registry', 'env'], tmp_path)
     assert result.returncode == 0, result.stderr
     assert 'cartpole' in result.stdout and 'pendulum' in result.stdout
 
 
 def test_version(tmp_path):
-    result = run_ding(['-v'], tmp_path)
+    result = run_ding(['--version'], tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith('ding ')
 

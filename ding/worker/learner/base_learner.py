@@ -20,6 +20,7 @@ from easydict import EasyDict
 
 from ding.config.merge import deep_merge_dicts
 from ding.utils.atomic_file import StorageError
+from ding.utils.console import CONSOLE_LINE
 from ding.utils.data_loader import AsyncDataLoader
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
@@ -337,8 +338,9 @@ class BaseLearner(LearnerState, LearnerConnections):
         finally:
             self._ckpt_name = None
 
-    def info(self, s: str) -> None:
-        self._logger.info(f'[RANK{self._rank}]: {s}')
+    def info(self, s: str, console: bool = False) -> None:
+        """Log ``s`` (to the log file; also to a normal console when ``console``: see ding.utils.console)."""
+        self._logger.info(f'[RANK{self._rank}]: {s}', extra=CONSOLE_LINE if console else None)
 
     def debug(self, s: str) -> None:
         self._logger.debug(f'[RANK{self._rank}]: {s}')
