@@ -80,10 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
         '-v',
         '--verbose',
         action='store_true',
-        help="also print every learner / evaluator / hook table on the console (config key console='verbose')",
+        help="also print every learner / evaluator / hook table on the console (config key console='verbose'); "
+        "alone, as in DI-engine, the same as --version",
     )
     talk.add_argument(
-        '-q', '--quiet', action='store_true', help="print only the summary line and errors (console='quiet')"
+        '-q',
+        '--quiet',
+        nargs='?',
+        const=True,
+        default=False,
+        metavar='REGISTRY',
+        help="print only the summary line and errors (console='quiet'); with a registry name, as in DI-engine, "
+        "the same as --query-registry REGISTRY",
     )
     p.add_argument('--version', action='version', version=f'ding {__version__}')
     p.add_argument(
@@ -144,8 +152,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    # DI-engine's habits: `ding -q REGISTRY` lists a registry and a lone `ding -v` prints the version.
+    if isinstance(args.quiet, str):
+        return _query(args.quiet)
     if args.query_registry:
         return _query(args.query_registry)
+    if args.verbose and not args.mode and not args.config:
+        print(f'ding {__version__}')
+        return 0
     if not args.mode:
         return _fail('choose a mode with -m {' + ','.join(MODES) + '}')
     if not args.config:

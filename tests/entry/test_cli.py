@@ -58,15 +58,17 @@ def test_query_registry_lists_builtin_components(tmp_path):
         assert name in result.stdout
 
 
-def test_query_registry_lists_environments_of_installed_packages(tmp_path):
+@pytest.mark.parametrize('flag', ['--query-registry', '-q'])  # -q REGISTRY: DI-engine's spelling
+def test_query_registry_lists_environments_of_installed_packages(tmp_path, flag):
     # dizoo declares its environments in the 'ding.components' entry-point group; ding itself never names dizoo
-    result = run_ding(['--query-registry', 'env'], tmp_path)
+    result = run_ding([flag, 'env'], tmp_path)
     assert result.returncode == 0, result.stderr
     assert 'cartpole' in result.stdout and 'pendulum' in result.stdout
 
 
-def test_version(tmp_path):
-    result = run_ding(['--version'], tmp_path)
+@pytest.mark.parametrize('flag', ['--version', '-v'])  # a lone -v: DI-engine's spelling; with a mode it is verbose
+def test_version(tmp_path, flag):
+    result = run_ding([flag], tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith('ding ')
 
