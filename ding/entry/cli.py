@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         '--verbose',
         action='store_true',
         help="also print every learner / evaluator / hook table on the console (config key console='verbose'); "
-        "alone, as in DI-engine, the same as --version",
+        'alone, as in DI-engine, the same as --version',
     )
     talk.add_argument(
         '-q',
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         metavar='REGISTRY',
         help="print only the summary line and errors (console='quiet'); with a registry name, as in DI-engine, "
-        "the same as --query-registry REGISTRY",
+        'the same as --query-registry REGISTRY',
     )
     p.add_argument('--version', action='version', version=f'ding {__version__}')
     p.add_argument(
