@@ -1,4 +1,4 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, c51, qrdqn, ppo, a2c, sac, td3, impala,
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, c51, qrdqn, r2d2, ppo, a2c, sac, td3, impala,
 appo, es + *_command)."""
 
 from .a2c import A2CPolicy
@@ -22,6 +22,7 @@ from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
 from .qrdqn import QRDQNPolicy
+from .r2d2 import R2D2Policy
 from .sac import SACPolicy
 from .td3 import TD3Policy
 
@@ -40,6 +41,7 @@ __all__ = [
     'ESPartial',
     'C51Policy',
     'QRDQNPolicy',
+    'R2D2Policy',
     'SACPolicy',
     'TD3Policy',
     'EpsCommandModePolicy',
