@@ -13,6 +13,7 @@ from .command_mode_policy_instance import (
     EpsCommandModePolicy,
     PPOCommandModePolicy,
     QRDQNCommandModePolicy,
+    R2D2CommandModePolicy,
     SACCommandModePolicy,
     TD3CommandModePolicy,
 )
@@ -51,6 +52,7 @@ __all__ = [
     'A2CCommandModePolicy',
     'C51CommandModePolicy',
     'QRDQNCommandModePolicy',
+    'R2D2CommandModePolicy',
     'SACCommandModePolicy',
     'TD3CommandModePolicy',
 ]
