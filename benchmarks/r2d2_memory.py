@@ -84,7 +84,9 @@ def main() -> None:
                 row = run_once(algo, seed, args.max_env_step, workdir)
                 rows.append(row)
                 print(f'  {algo} seed {seed}: best {row["best"]:.1f} after {row["steps"]} env steps', file=sys.stderr)
-    header = f'{"algo":<5} {"seed":>4} {"solved":>6} {"env steps":>9} {"iters":>6} {"run s":>7} {"wall s":>7} {"best":>6}'
+    header = (
+        f'{"algo":<5} {"seed":>4} {"solved":>6} {"env steps":>9} {"iters":>6} {"run s":>7} {"wall s":>7} {"best":>6}'
+    )
     print(f'masked-velocity CartPole (obs: x, theta), stop value 195, budget {args.max_env_step} env steps')
     print(header)
     print('-' * len(header))

@@ -4,7 +4,8 @@ targets on rescaled values and sequence priorities."""
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.nn as nn
@@ -219,14 +220,14 @@ class R2D2Policy(DQNPolicy):
     def _reset_collect(self, data_id: list[int] | None = None) -> None:
         _forget(self._collect_state, data_id)
 
-    def _step(
-        self, states: dict[int, LSTMState], data: dict[int, Any]
-    ) -> tuple[list[int], torch.Tensor, LSTMState]:
+    def _step(self, states: dict[int, LSTMState], data: dict[int, Any]) -> tuple[list[int], torch.Tensor, LSTMState]:
         """One batched recurrent step for ``{env_id: obs}``: (env ids, Q values, the states before the step);
         ``states`` moves on to the states after it."""
         env_ids = list(data.keys())
         obs = stack_obs(list(data.values()), self._device)
-        prev = gather_states(states, env_ids, self._model.initial_state(len(env_ids), self._device))
+        # a recurrent model (DRQN's state API): nn.Module's own typing cannot know it
+        initial_state = cast(Callable[[int, torch.device], LSTMState], self._model.initial_state)
+        prev = gather_states(states, env_ids, initial_state(len(env_ids), self._device))
         if self._mode_sensitive:
             self._model.eval()
         with torch.no_grad():

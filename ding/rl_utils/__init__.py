@@ -60,7 +60,9 @@ _EXPORTS = {
         '.vtrace',
     ),
     **dict.fromkeys(('get_epsilon_greedy_fn', 'EpsCommandMode'), '.exploration'),
-    **dict.fromkeys(('get_nstep_return_data', 'get_train_sample', 'get_sequence_train_sample', 'nstep_window'), '.adder'),
+    **dict.fromkeys(
+        ('get_nstep_return_data', 'get_train_sample', 'get_sequence_train_sample', 'nstep_window'), '.adder'
+    ),
     **dict.fromkeys(('categorical_logp_entropy', 'gaussian_logp_entropy'), '.distribution'),
     **dict.fromkeys(('value_transform', 'value_inv_transform'), '.value_rescale'),
     'RunningMeanStd': '.running_mean_std',

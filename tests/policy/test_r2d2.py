@@ -136,7 +136,9 @@ def test_learn_loss_and_priorities_match_a_step_by_step_computation():
                 ret = sum(gamma**i * float(s['reward'][t, i]) for i in range(2))
                 if not s['done'][t]:
                     ret += gamma**k * float(value_inv_transform(states['target'][t + k][best]))
-                errors.append(float(value_transform(torch.tensor(ret))) - float(states['online'][t][int(s['action'][t])]))
+                errors.append(
+                    float(value_transform(torch.tensor(ret))) - float(states['online'][t][int(s['action'][t])])
+                )
             total += sum(e * e for e in errors)
             count += len(errors)
             abs_errors = [abs(e) for e in errors]
