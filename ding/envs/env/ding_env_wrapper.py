@@ -180,8 +180,7 @@ class DingEnvWrapper(BaseEnv):
                 raise RuntimeError('this DingEnvWrapper was closed and wraps a given env, which it cannot rebuild')
             env = self._make_env()
             if self._cfg.get('wrappers'):
-                # deferred: the vector envs' wrappers import gymnasium, and importing ding.envs stays cheap
-                from ding.envs.vector.wrappers import wrap_from_config
+                from ding.envs.vector.wrappers import wrap_from_config  # deferred: imports gymnasium
 
                 env = wrap_from_config(env, self._cfg, for_eval=self._caller == 'evaluator')
             self._setup(env)
