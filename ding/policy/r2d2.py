@@ -103,11 +103,11 @@ class R2D2Policy(DQNPolicy):
 
     def __init__(self, cfg: dict, model: nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         merged = deep_merge_dicts(type(self).default_config(), cfg)
-        if 'unroll_len' in merged.collect:
-            raise ValueError(
-                'r2d2: policy.collect.unroll_len is not used; a sequence is policy.burnin_step + '
-                'policy.learn_unroll_len steps'
-            )
+        for where, section in (('policy.unroll_len', merged), ('policy.collect.unroll_len', merged.collect)):
+            if 'unroll_len' in section:  # older DI-engine configs: the trained length is learn_unroll_len now
+                raise ValueError(
+                    f'r2d2: {where} is not used; a sequence is policy.burnin_step + policy.learn_unroll_len steps'
+                )
         super().__init__(merged, model, enable_field)
 
     def default_model(self) -> tuple[str, list[str]]:

@@ -53,6 +53,8 @@ def test_default_config_follows_di_engine_keys():
     assert make_policy().default_model() == ('drqn', ['ding.model.template.q_learning'])
     with pytest.raises(ValueError, match='collect.unroll_len'):
         make_policy(collect=dict(unroll_len=10))
+    with pytest.raises(ValueError, match='policy.unroll_len is not used'):
+        make_policy(unroll_len=80)  # DI-engine's older name of the trained length
 
 
 def test_collect_keeps_each_envs_state_until_its_reset():
