@@ -256,8 +256,10 @@ class R2D2Policy(DQNPolicy):
             action = torch.where(explore, torch.randint(0, q.shape[-1], (n,), device=q.device), action)
         if self._cuda:
             q, action, h, c = q.cpu(), action.cpu(), h.cpu(), c.cpu()
+        # clones: a row view would keep the whole batch's state alive in the replay buffer
         return {
-            env_id: {'action': action[i], 'logit': q[i], 'prev_state': (h[i], c[i])} for i, env_id in enumerate(env_ids)
+            env_id: {'action': action[i], 'logit': q[i], 'prev_state': (h[i].clone(), c[i].clone())}
+            for i, env_id in enumerate(env_ids)
         }
 
     def _process_transition(self, obs: Any, policy_output: dict[str, Any], timestep: Any) -> dict[str, Any]:
