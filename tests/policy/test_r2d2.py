@@ -76,11 +76,12 @@ def test_collect_keeps_each_envs_state_until_its_reset():
     assert collect.forward({0: np.ones(4, np.float32)}, eps=0.0)[0]['prev_state'][0].any()
 
 
-def test_serial_collector_stores_the_state_at_each_sequence_start():
+def test_serial_collector_stores_the_state_at_each_sequence_start(tmp_path, monkeypatch):
     from ding.envs.env_manager.base_env_manager import BaseEnvManager
     from ding.worker.collector import SampleSerialCollector
     from dizoo.classic_control.cartpole.envs.cartpole_env import CartPoleEnv
 
+    monkeypatch.chdir(tmp_path)  # the collector's log directory
     policy = make_policy(enable_field=['collect'], burnin_step=1)
     env = BaseEnvManager([partial(CartPoleEnv, {}) for _ in range(2)])
     env.seed(0)
