@@ -29,6 +29,11 @@ BOUNDS = {
     'value_weight': ('number', '[0, inf)'),
     'target_update_freq': ('int', '[1, inf)'),
     'target_theta': ('number', '(0, 1]'),
+    # r2d2: sequence lengths, DI-engine's momentum key, the sequence priority's max/mean mix
+    'burnin_step': ('int', '[0, inf)'),
+    'learn_unroll_len': ('int', '[1, inf)'),
+    'target_update_theta': ('number', '(0, 1]'),
+    'priority_eta': ('number', '[0, 1]'),
     'nan_guard.lr_cut_factor': ('number', '(0, 1]'),
     'nan_guard.max_consecutive_bad': ('int', '[1, inf)'),
     'nan_guard.max_rollbacks': ('int', '[0, inf)'),

@@ -12,7 +12,7 @@ from .common import (
     create_model,
     fc_block,
 )
-from .template import C51DQN, DQN, IMPALAVAC, QRDQN, VAC, ContinuousQAC
+from .template import C51DQN, DQN, DRQN, IMPALAVAC, QRDQN, VAC, ContinuousQAC
 
 __all__ = [
     'MLP',
@@ -25,6 +25,7 @@ __all__ = [
     'ReparameterizationHead',
     'create_model',
     'DQN',
+    'DRQN',
     'VAC',
     'IMPALAVAC',
     'ContinuousQAC',

@@ -1,4 +1,4 @@
-"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, c51, qrdqn, ppo, a2c, sac, td3, impala,
+"""Policies: the ``Policy`` base, the factory, and the registered algorithms (dqn, c51, qrdqn, r2d2, ppo, a2c, sac, td3, impala,
 appo, es + *_command)."""
 
 from .a2c import A2CPolicy
@@ -13,6 +13,7 @@ from .command_mode_policy_instance import (
     EpsCommandModePolicy,
     PPOCommandModePolicy,
     QRDQNCommandModePolicy,
+    R2D2CommandModePolicy,
     SACCommandModePolicy,
     TD3CommandModePolicy,
 )
@@ -22,6 +23,7 @@ from .impala import IMPALAPolicy
 from .policy_factory import PolicyFactory, create_policy, get_policy_cls
 from .ppo import PPOPolicy
 from .qrdqn import QRDQNPolicy
+from .r2d2 import R2D2Policy
 from .sac import SACPolicy
 from .td3 import TD3Policy
 
@@ -40,6 +42,7 @@ __all__ = [
     'ESPartial',
     'C51Policy',
     'QRDQNPolicy',
+    'R2D2Policy',
     'SACPolicy',
     'TD3Policy',
     'EpsCommandModePolicy',
@@ -49,6 +52,7 @@ __all__ = [
     'A2CCommandModePolicy',
     'C51CommandModePolicy',
     'QRDQNCommandModePolicy',
+    'R2D2CommandModePolicy',
     'SACCommandModePolicy',
     'TD3CommandModePolicy',
 ]

@@ -16,6 +16,7 @@ from .c51 import C51Policy
 from .dqn import DQNPolicy
 from .ppo import PPOPolicy
 from .qrdqn import QRDQNPolicy
+from .r2d2 import R2D2Policy
 from .sac import SACPolicy
 from .td3 import TD3Policy
 
@@ -82,6 +83,11 @@ class C51CommandModePolicy(EpsCommandModePolicy, C51Policy):
 
 @POLICY_REGISTRY.register('qrdqn_command')
 class QRDQNCommandModePolicy(EpsCommandModePolicy, QRDQNPolicy):
+    pass
+
+
+@POLICY_REGISTRY.register('r2d2_command')
+class R2D2CommandModePolicy(EpsCommandModePolicy, R2D2Policy):
     pass
 
 

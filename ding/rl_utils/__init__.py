@@ -18,6 +18,7 @@ _EXPORTS = {
             'q_nstep_td_data',
             'q_nstep_td_error',
             'q_nstep_td_target',
+            'q_nstep_td_error_with_rescale',
             'nstep_return_data',
             'nstep_return',
             'v_1step_td_data',
@@ -59,8 +60,11 @@ _EXPORTS = {
         '.vtrace',
     ),
     **dict.fromkeys(('get_epsilon_greedy_fn', 'EpsCommandMode'), '.exploration'),
-    **dict.fromkeys(('get_nstep_return_data', 'get_train_sample'), '.adder'),
+    **dict.fromkeys(
+        ('get_nstep_return_data', 'get_train_sample', 'get_sequence_train_sample', 'nstep_window'), '.adder'
+    ),
     **dict.fromkeys(('categorical_logp_entropy', 'gaussian_logp_entropy'), '.distribution'),
+    **dict.fromkeys(('value_transform', 'value_inv_transform'), '.value_rescale'),
     'RunningMeanStd': '.running_mean_std',
 }
 

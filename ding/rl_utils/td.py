@@ -8,9 +8,12 @@ Shapes follow DI-engine: ``q`` / ``next_n_q`` (B, A); ``action`` / ``next_n_acti
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
+
+from .value_rescale import value_inv_transform, value_transform
 
 q_1step_td_data = namedtuple('q_1step_td_data', ['q', 'next_q', 'act', 'next_act', 'reward', 'done', 'weight'])
 nstep_return_data = namedtuple('nstep_return_data', ['reward', 'next_value', 'done'])
@@ -93,6 +96,30 @@ def q_nstep_td_error(
     q_s_a, target = q_nstep_td_target(data, gamma, nstep, cum_reward, value_gamma)
     per_sample = criterion(q_s_a, target)
     return _weighted_mean(per_sample, data.weight), per_sample
+
+
+def q_nstep_td_error_with_rescale(
+    data: q_nstep_td_data,
+    gamma: float,
+    nstep: int = 1,
+    value_gamma: torch.Tensor | None = None,
+    criterion: nn.Module = _mse,
+    trans_fn: Callable[[torch.Tensor], torch.Tensor] = value_transform,
+    inv_trans_fn: Callable[[torch.Tensor], torch.Tensor] = value_inv_transform,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n-step Q-learning on rescaled values (R2D2): the target is ``h(sum_i gamma^i r_i + value_gamma (1-done)
+    h^-1(Q'(s_n, a_n)))``, the network's Q values live in ``h``'s space.
+
+    Returns ``(mean(weight * criterion(Q(s,a), target)), per-sample TD errors target - Q(s,a))``: the errors
+    (signed, detached) are what prioritised replay turns into priorities.
+    """
+    q, next_n_q, action, next_n_action, reward, done, weight = data
+    q_s_a = q.gather(1, action.long().reshape(-1, 1)).squeeze(1)
+    next_q_s_a = next_n_q.detach().gather(1, next_n_action.long().reshape(-1, 1)).squeeze(1)
+    ret = nstep_return(nstep_return_data(reward, inv_trans_fn(next_q_s_a), done), gamma, nstep, value_gamma)
+    target = trans_fn(ret).detach()
+    loss = _weighted_mean(criterion(q_s_a, target), weight)
+    return loss, (target - q_s_a).detach()
 
 
 def q_1step_td_error(data: q_1step_td_data, gamma: float, criterion: nn.Module = _mse) -> torch.Tensor:

@@ -131,6 +131,18 @@ def test_seeding_reproducible_dynamic_and_static():
     assert not np.array_equal(other.reset(), obs_a[0])
 
 
+def test_mask_velocity_wrapper_of_the_vector_envs_works_on_a_serial_env():
+    full, masked = CartPoleEnv({}), CartPoleEnv({'wrappers': ['mask_velocity']})
+    for env in (full, masked):
+        env.seed(3, dynamic_seed=False)
+    assert masked.observation_space.shape == (2,)
+    np.testing.assert_array_equal(masked.reset(), full.reset()[[0, 2]])  # position and angle, no velocities
+    for action in (0, 1, 1, 0):
+        np.testing.assert_array_equal(masked.step(action).obs, full.step(action).obs[[0, 2]])
+    with pytest.raises(ValueError, match='env.wrappers'):
+        CartPoleEnv({'wrappers': ['no_such_wrapper']}).reset()
+
+
 def test_wrapper_needs_env_or_env_id_and_wraps_given_env():
     import gymnasium
 

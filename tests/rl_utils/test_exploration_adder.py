@@ -68,3 +68,64 @@ def test_running_mean_std_matches_numpy():
     rms.update(data[30:])
     assert rms.mean == pytest.approx(data.mean(), rel=1e-5)
     assert rms.std == pytest.approx(data.std(), rel=1e-5)
+
+
+def _trajectory(length, done_at_end, obs_dim=2):
+    return [
+        {
+            'obs': torch.full((obs_dim,), float(i)),
+            'next_obs': torch.full((obs_dim,), float(i + 1)),
+            'action': torch.tensor(i % 2),
+            'reward': torch.tensor(float(i + 1)),
+            'done': done_at_end and i == length - 1,
+            'prev_state': (torch.full((3,), float(i)), torch.full((3,), -float(i))),
+            'collect_iter': 7,
+            'env_id': 1,
+        }
+        for i in range(length)
+    ]
+
+
+def test_sequence_samples_cover_each_step_once_with_burn_in_and_bootstrap_tail():
+    from ding.rl_utils import get_sequence_train_sample
+
+    gamma = 0.5
+    samples = get_sequence_train_sample(_trajectory(7, done_at_end=True), 2, 3, 2, gamma)
+    assert len(samples) == 3  # steps 0-2, 3-5, 6 (+ padding)
+    first, second, last = samples
+    # obs positions -2 .. 4: two left-padding zeros, then obs 0..4
+    assert first['obs'][:, 0].tolist() == [0, 0, 0, 1, 2, 3, 4]
+    assert first['burnin_mask'].tolist() == [False, False]
+    assert first['prev_state'][0][0].item() == 0.0  # the state before the first real step
+    # the second sequence burns in on steps 1, 2 and starts from the state stored with step 1
+    assert second['obs'][:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert second['burnin_mask'].tolist() == [True, True]
+    assert second['prev_state'][0][0].item() == 1.0 and second['prev_state'][1][0].item() == -1.0
+    assert second['action'].tolist() == [1, 0, 1]
+    # step 3: rewards 4, 5 (2 steps); step 5: rewards 6, 7 ending in the termination at step 6
+    assert second['reward'].tolist() == [[4, 5], [5, 6], [6, 7]]
+    assert second['done'].tolist() == [False, False, True]
+    assert second['bootstrap_step'].tolist() == [2, 2, 2]
+    assert second['value_gamma'].tolist() == [gamma**2] * 3
+    # the last sequence: one real step (a 1-step window ending the episode), then padding
+    assert last['mask'].tolist() == [True, False, False]
+    assert last['reward'][0].tolist() == [7, 0] and last['done'][0].item() and last['bootstrap_step'][0] == 1
+    assert last['obs'][:, 0].tolist() == [4, 5, 6, 7, 0, 0, 0]  # obs 6, then the final next_obs 7, then zeros
+    assert (last['collect_iter'], last['env_id']) == (7, 1)
+
+
+def test_sequence_samples_of_a_cut_segment_bootstrap_from_its_last_next_obs():
+    from ding.rl_utils import get_sequence_train_sample
+
+    (sample,) = get_sequence_train_sample(_trajectory(3, done_at_end=False), 0, 3, 3, 0.9)
+    assert sample['bootstrap_step'].tolist() == [3, 2, 1]  # shortened by the segment's end, not by a termination
+    assert sample['done'].tolist() == [False, False, False]
+    assert sample['value_gamma'].tolist() == pytest.approx([0.9**3, 0.9**2, 0.9])
+    assert sample['obs'][:, 0].tolist() == [0, 1, 2, 3, 0, 0]  # each bootstrap position t + k reads obs 3
+
+
+def test_sequence_samples_refuse_bad_lengths():
+    from ding.rl_utils import get_sequence_train_sample
+
+    with pytest.raises(ValueError, match='learn_unroll_len'):
+        get_sequence_train_sample(_trajectory(3, True), 2, 0, 1, 0.9)

@@ -121,3 +121,44 @@ def test_state_value_td():
     )
     # targets: 0 + 0.5*2 = 1 (error 0), terminal 1 (error 0)
     assert v_1step_td_error(data, 0.5).item() == pytest.approx(0.0)
+
+
+def test_rescaled_nstep_error_matches_a_loop_over_samples():
+    from ding.rl_utils import q_nstep_td_error_with_rescale, value_inv_transform, value_transform
+
+    g = torch.Generator().manual_seed(0)
+    B, A, nstep, gamma = 5, 3, 3, 0.9
+    q = torch.randn(B, A, generator=g) * 5
+    next_q = torch.randn(B, A, generator=g) * 5
+    action, next_action = torch.randint(0, A, (B,), generator=g), torch.randint(0, A, (B,), generator=g)
+    reward = torch.rand(nstep, B, generator=g) * 10
+    done = torch.tensor([False, True, False, False, True])
+    weight = torch.rand(B, generator=g)
+    value_gamma = torch.tensor([gamma**3, gamma**2, gamma, gamma**3, gamma**3])
+    data = q_nstep_td_data(q, next_q, action, next_action, reward, done, weight)
+    loss, td = q_nstep_td_error_with_rescale(data, gamma, nstep, value_gamma=value_gamma)
+
+    expected_td, expected_loss = [], 0.0
+    for b in range(B):
+        ret = sum(gamma**i * reward[i, b].item() for i in range(nstep))
+        if not done[b]:
+            ret += value_gamma[b].item() * value_inv_transform(next_q[b, next_action[b]]).item()
+        expected_td.append(value_transform(torch.tensor(ret)).item() - q[b, action[b]].item())
+        expected_loss += weight[b].item() * expected_td[-1] ** 2 / B
+    assert td.tolist() == pytest.approx(expected_td, rel=1e-5)
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-5)
+
+
+def test_rescaled_error_with_identity_transforms_is_the_plain_nstep_error():
+    from ding.rl_utils import q_nstep_td_error_with_rescale
+
+    g = torch.Generator().manual_seed(1)
+    data = q_nstep_td_data(
+        torch.randn(4, 2, generator=g), torch.randn(4, 2, generator=g), torch.tensor([0, 1, 1, 0]),
+        torch.tensor([1, 1, 0, 0]), torch.rand(2, 4, generator=g), torch.tensor([0, 0, 1, 0]), None,
+    )  # fmt: skip
+    loss, td = q_nstep_td_error_with_rescale(data, 0.5, 2, trans_fn=lambda x: x, inv_trans_fn=lambda x: x)
+    plain_loss, _ = q_nstep_td_error(data, 0.5, 2)
+    q_s_a, target = q_nstep_td_target(data, 0.5, 2)
+    torch.testing.assert_close(loss, plain_loss)
+    torch.testing.assert_close(td, target - q_s_a)

@@ -114,7 +114,8 @@ class DingEnvWrapper(BaseEnv):
       reset passes ``seed=s`` again and replays the same episode.
 
     Config keys: ``env_id`` (gymnasium id, needed when ``env`` is None), ``act_scale`` (False),
-    ``max_episode_steps`` (None: the id's registered limit).
+    ``max_episode_steps`` (None: the id's registered limit), ``wrappers`` (the vector envs' named wrappers,
+    e.g. ``['mask_velocity']``, applied to an env built from ``env_id``).
     """
 
     def __init__(
@@ -177,7 +178,12 @@ class DingEnvWrapper(BaseEnv):
         if self._env is None:
             if not self._cfg.get('env_id'):
                 raise RuntimeError('this DingEnvWrapper was closed and wraps a given env, which it cannot rebuild')
-            self._setup(self._make_env())
+            env = self._make_env()
+            if self._cfg.get('wrappers'):
+                from ding.envs.vector.wrappers import wrap_from_config  # deferred: imports gymnasium
+
+                env = wrap_from_config(env, self._cfg, for_eval=self._caller == 'evaluator')
+            self._setup(env)
 
     # ---- BaseEnv ------------------------------------------------------------------------------------------------
     def seed(self, seed: int, dynamic_seed: bool = True) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLimit, TransformObservation
 
-from .settings import VectorEnvSettings, WrapperSpec
+from .settings import VectorEnvSettings, WrapperSpec, read_settings
 
 # The observation entries mask_velocity keeps, per env family (position-like entries; velocities dropped).
 VELOCITY_FREE_ENTRIES: dict[str, tuple[int, ...]] = {
@@ -136,3 +136,10 @@ def apply_wrappers(env: gymnasium.Env, settings: VectorEnvSettings, specs: tuple
     for spec in specs:
         env = WRAPPERS[spec.name](env, spec, settings)
     return env
+
+
+def wrap_from_config(env: gymnasium.Env, env_cfg: Mapping[str, Any], for_eval: bool) -> gymnasium.Env:
+    """``env`` wrapped with the config's ``wrappers`` list (a single env of the serial pipeline; the names and
+    options are those of the vector envs)."""
+    settings = read_settings(env_cfg, for_eval)
+    return apply_wrappers(env, settings, settings.wrappers)

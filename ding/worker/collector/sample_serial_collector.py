@@ -22,7 +22,7 @@ class SampleSerialCollector(BaseSerialCollector):
     dicts (plus ``collect_iter`` and ``env_id``). A trajectory becomes training samples through
     ``policy.get_train_sample(traj)`` when its episode ends or when it reaches ``traj_len`` transitions:
     ``traj_len = max(unroll_len, ceil(n_sample / env_num))`` (infinite when the policy config sets
-    ``traj_len_inf`` or no default ``n_sample`` is known). A cut trajectory's last transition has
+    ``traj_len_inf``, at its top level or in ``collect``, or no default ``n_sample`` is known). A cut trajectory's last transition has
     ``done=False``, which tells the policy to bootstrap from ``next_obs``.
 
     On-policy policies (``policy.get_attribute('on_policy')``) never carry transitions over to the
@@ -86,7 +86,9 @@ class SampleSerialCollector(BaseSerialCollector):
             cfg_unroll = policy_cfg.get('collect', {}).get('unroll_len', 1)
             self._unroll_len = int(self._policy_attr('unroll_len', cfg_unroll) or 1)
             self._on_policy = bool(self._policy_attr('on_policy', policy_cfg.get('on_policy', False)))
-            self._traj_len_inf = bool(policy_cfg.get('traj_len_inf', False))
+            # DI-engine's sequence policies set it in policy.collect; older configs at the policy's top level
+            traj_len_inf = policy_cfg.get('traj_len_inf', policy_cfg.get('collect', {}).get('traj_len_inf', False))
+            self._traj_len_inf = bool(traj_len_inf)
         elif self._policy is not None:
             self._policy.reset()
         self._clear_trajectories()
