@@ -44,6 +44,9 @@ def build_env(settings: VectorEnvSettings) -> gymnasium.Env:
         kwargs['max_episode_steps'] = settings.max_episode_steps
     try:
         env = gymnasium.make(settings.env_id, **kwargs)
+    except gymnasium.error.DependencyNotInstalled as e:
+        hint = "pip install 'ding[mujoco]'" if 'mujoco' in str(e).lower() else str(e)
+        raise ImportError(f'env.env_id {settings.env_id!r} needs a package that is not installed: {hint}') from e
     except gymnasium.error.Error as e:
         raise ValueError(f'env.env_id {settings.env_id!r}: gymnasium cannot make it ({e})') from e
     env = apply_wrappers(env, settings, wrappers)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BACKENDS = ('envpool', 'gymnasium')
-WRAPPER_NAMES = ('mask_velocity', 'atari')
+WRAPPER_NAMES = ('mask_velocity', 'atari', 'obs_norm')
 """The names ``env.wrappers`` accepts (``ding.envs.vector.wrappers.WRAPPERS`` registers each)."""
 VECTORIZATION_MODES = ('async', 'sync')
 
