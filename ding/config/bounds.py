@@ -82,7 +82,9 @@ TYPED_SECTIONS = STRICT_SECTIONS + ('policy',)
 # Keys the serial pipelines and workers read from the policy's sections whatever the policy declares
 # (DI-engine policies often leave e.g. collect.n_sample out of their defaults): known in these sections.
 PIPELINE_KEYS = {
-    'policy.learn': ('batch_size', 'update_per_collect', 'learner'),
+    # resume_training: DI-engine's switch, read by ding.worker.resume (resume from the learner's
+    # load_ckpt_before_run checkpoint, or 'auto')
+    'policy.learn': ('batch_size', 'update_per_collect', 'learner', 'resume_training'),
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
     'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),

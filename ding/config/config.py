@@ -17,7 +17,7 @@ from typing import Any
 
 from easydict import EasyDict
 
-from ding.utils.registry import REGISTRIES
+from ding.utils.registry import REGISTRIES, import_target
 
 from .errors import ConfigError
 from .loader import read_config
@@ -222,7 +222,7 @@ def _import_names(names: Iterable[str], where: str) -> None:
         names = [names]
     for name in names:
         try:
-            importlib.import_module(name)
+            importlib.import_module(import_target(name))
         except ModuleNotFoundError as e:
             if e.name and (name == e.name or name.startswith(e.name + '.')):
                 raise ConfigError(f"{where}: cannot import '{name}' ({e})") from e
