@@ -16,6 +16,9 @@ from gymnasium import spaces
 from .settings import ATARI_DEFAULTS, VectorEnvSettings, envpool_task_id, is_atari_id
 from .wrappers import ENVPOOL_WRAPPERS, check_wrapper_names, observation_keep
 
+ENVPOOL_ATARI_NAMES = {'fire_reset': 'use_fire_reset'}
+"""Atari keys EnvPool names differently (the others are EnvPool's names)."""
+
 ENVPOOL_MISSING = "env.backend='envpool' needs the envpool package: pip install 'ding[envpool]'"
 
 
@@ -55,7 +58,7 @@ def envpool_options(settings: VectorEnvSettings, num_envs: int) -> dict[str, Any
         num_envs=num_envs, batch_size=num_envs, num_threads=min(num_envs, os.cpu_count() or 1)
     )
     if is_atari_id(settings.env_id):
-        options.update({key: settings.atari[key] for key in ATARI_DEFAULTS})
+        options.update({ENVPOOL_ATARI_NAMES.get(key, key): settings.atari[key] for key in ATARI_DEFAULTS})
     if settings.max_episode_steps is not None:
         options['max_episode_steps'] = settings.max_episode_steps
     options.update(settings.envpool_kwargs)

@@ -88,6 +88,29 @@ class EpisodicLife(gymnasium.Wrapper):
         return obs, info
 
 
+class FireReset(gymnasium.Wrapper):
+    """Press FIRE after every reset (games such as Breakout wait for it to serve); a game that ends on that
+    press is reset again."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        if not needs_fire(env):
+            raise ValueError(f'FireReset: {env.spec.id if env.spec else env} has no FIRE action')
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self.env.reset(seed=seed, options=options)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(options=options)
+        return obs, info
+
+
+def needs_fire(env: gymnasium.Env) -> bool:
+    """The game has a FIRE action (action 1, as ALE lays out the minimal action sets)."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) > 1 and meanings[1] == 'FIRE'
+
+
 def _sign(reward: SupportsFloat) -> float:
     return float(np.sign(float(reward)))
 
@@ -107,6 +130,8 @@ def _atari(env: gymnasium.Env, spec: WrapperSpec, settings: VectorEnvSettings) -
     )
     if atari['episodic_life']:
         env = EpisodicLife(env)
+    if atari['fire_reset'] and needs_fire(env):
+        env = FireReset(env)
     if atari['reward_clip']:
         env = gymnasium.wrappers.TransformReward(env, _sign)
     if atari['stack_num'] > 1:
