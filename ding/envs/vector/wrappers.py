@@ -107,7 +107,7 @@ class FireReset(gymnasium.Wrapper):
 
 def needs_fire(env: gymnasium.Env) -> bool:
     """The game has a FIRE action (action 1, as ALE lays out the minimal action sets)."""
-    meanings = getattr(env.unwrapped, 'get_action_meanings', list)()  # ALE envs have it
+    meanings: list[str] = getattr(env.unwrapped, 'get_action_meanings', list)()  # ALE envs have it
     return len(meanings) > 1 and meanings[1] == 'FIRE'
 
 
