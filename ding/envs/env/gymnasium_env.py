@@ -11,19 +11,25 @@ from easydict import EasyDict
 from gymnasium import spaces
 
 from ding.config.validate import validate_section
+from ding.envs.vector.envpool_single import build_envpool_env
 from ding.envs.vector.gymnasium_env import build_env
-from ding.envs.vector.settings import ATARI_DEFAULTS, read_settings
+from ding.envs.vector.settings import ATARI_DEFAULTS, VectorEnvSettings, read_settings
 from ding.utils import ENV_REGISTRY
 
 from .ding_env_wrapper import DingEnvWrapper
 
-SERIAL_BACKENDS = ('gymnasium',)
+SERIAL_BACKENDS = ('gymnasium', 'envpool')
 
 # Keys every env section may hold (read by the pipelines, not by the env): None defaults leave their type to the
 # bounds of ding.config.bounds.
 PIPELINE_ENV_KEYS: dict[str, Any] = dict(
     collector_env_num=None, evaluator_env_num=None, n_evaluator_episode=None, stop_value=None, is_train=None
 )
+
+
+def build_backend_env(settings: VectorEnvSettings) -> Any:
+    """One gymnasium env of ``settings.env_id`` on ``env.backend`` ('gymnasium' or 'envpool')."""
+    return build_envpool_env(settings) if settings.backend == 'envpool' else build_env(settings)
 
 
 def _keep_dtype(obs: Any) -> Any:
@@ -66,8 +72,7 @@ class GymnasiumEnv(DingEnvWrapper):
         if section.get('backend') not in SERIAL_BACKENDS:
             return [f'env.backend must be one of {list(SERIAL_BACKENDS)}, got {section.get("backend")!r}']
         try:
-            settings = read_settings(section, for_eval=False)
-            build_env(settings).close()
+            build_backend_env(read_settings(section, for_eval=False)).close()
         except (ValueError, ImportError) as e:
             problems.append(str(e) if str(e).startswith('env.') else f'env.env_id {section.get("env_id")!r}: {e}')
         return problems
@@ -79,7 +84,7 @@ class GymnasiumEnv(DingEnvWrapper):
         super().__init__(cfg=merged, caller=caller)
 
     def _make_env(self) -> Any:
-        return build_env(self._settings)
+        return build_backend_env(self._settings)
 
     def _setup(self, env: Any) -> None:
         super()._setup(env)
