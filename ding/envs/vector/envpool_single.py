@@ -31,12 +31,12 @@ class EnvPoolSingleEnv(gymnasium.Env):
         self._options.update(num_threads=1)
         self._pool: Any = None
         self._fresh_seed: int | None = None  # the seed of a pool not reset yet
-        self._build(seed)
+        pool = self._build(seed)
         with float32_bounds_quiet():
-            self.observation_space = self._pool.observation_space
-            self.action_space = self._pool.action_space
+            self.observation_space = pool.observation_space
+            self.action_space = pool.action_space
 
-    def _build(self, seed: int) -> None:
+    def _build(self, seed: int) -> Any:
         self.close()
         try:
             with float32_bounds_quiet():
@@ -44,6 +44,7 @@ class EnvPoolSingleEnv(gymnasium.Env):
         except TypeError as e:  # envpool names the unknown keyword
             raise ValueError(f'env.envpool_kwargs for {self.task_id!r}: {e}') from e
         self._fresh_seed = seed
+        return self._pool
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is not None and seed != self._fresh_seed:
