@@ -3,12 +3,14 @@ and its config check (what ``compile_config`` refuses before any work)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from easydict import EasyDict
 
 from ding.config import ConfigError, compile_config
-from ding.envs import GymnasiumEnv, get_vec_env_setting
+from ding.envs import GymnasiumEnv, create_env_manager, get_vec_env_setting
 from ding.utils import ENV_REGISTRY
 
 SWITCHES = 'tests.helpers.switches_env:Switches-v0'
@@ -125,3 +127,18 @@ def test_compile_config_fills_the_defaults():
 def test_compile_config_refuses_a_bad_section_naming_the_key(env, message):
     with pytest.raises(ConfigError, match=message.replace('(', r'\(')):
         compile_env(**env)
+
+
+def test_subprocess_manager_keeps_frames_uint8():
+    pytest.importorskip('ale_py')
+    envs = create_env_manager(
+        dict(type='subprocess'), [partial(GymnasiumEnv, cfg=dict(env_id='ALE/Pong-v5', is_train=True))] * 2
+    )
+    try:
+        envs.seed(0)
+        envs.launch()
+        assert all(obs.dtype == np.uint8 and obs.shape == (4, 84, 84) for obs in envs.ready_obs.values())
+        timesteps = envs.step({0: 1, 1: 0})
+        assert all(t.obs.dtype == np.uint8 and t.obs.max() > 1 for t in timesteps.values())
+    finally:
+        envs.close()

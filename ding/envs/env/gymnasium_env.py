@@ -91,6 +91,7 @@ class GymnasiumEnv(DingEnvWrapper):
         space = self._observation_space
         if isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3:
             self._convert_obs = _keep_dtype  # frames stay uint8: a quarter of the memory in the replay buffer
+            self._obs_dtype = np.dtype(np.uint8)
 
     def __repr__(self) -> str:
         return f'GymnasiumEnv({self._settings.env_id})'

@@ -91,8 +91,11 @@ class SubprocessEnvManager(BaseEnvManager):
         dtype = np.dtype(dtype)
         if dtype.hasobject:
             return None
-        if isinstance(ref, DingEnvWrapper) and dtype.kind in 'biuf':
-            dtype = np.dtype(np.float32)  # the wrapper hands out float32 whatever the space says
+        if isinstance(ref, DingEnvWrapper):
+            handed = ref.observation_dtype  # the wrapper converts (float32; uint8 frames of the gymnasium type)
+            if handed is None:
+                return None
+            dtype = handed
         return tuple(shape), dtype
 
     def _create_envs(self) -> None:
