@@ -12,6 +12,7 @@ from easydict import EasyDict
 
 from ding.entry import serial_pipeline
 from ding.envs import AsyncSubprocessEnvManager, BaseEnv, BaseEnvTimestep, create_env_manager
+from ding.worker.collector import EpisodeSerialCollector
 
 
 class DelayEnv(BaseEnv):
@@ -115,3 +116,12 @@ def test_serial_dqn_collects_and_evaluates_through_it(tmp_path, monkeypatch):
     )
     serial_pipeline((main, create), seed=0, max_env_step=600)
     assert list((tmp_path / 'async_manager_dqn' / 'ckpt').glob('iteration_*.safetensors'))
+
+
+def test_the_episode_collector_refuses_it():
+    envs = create_env_manager(dict(type='async_subprocess'), [partial(DelayEnv, 0.0)] * 2)
+    try:
+        with pytest.raises(ValueError, match="env.manager.type='subprocess'"):
+            EpisodeSerialCollector(EasyDict(EpisodeSerialCollector.default_config()), env=envs)
+    finally:
+        envs.close()

@@ -39,6 +39,11 @@ class AsyncSubprocessEnvManager(SubprocessEnvManager):
         self._stepping: dict[int, Any] = {}  # env id -> the observation it is being stepped from
 
     @property
+    def wait_num(self) -> int:
+        """How many stepping envs ``step`` waits for."""
+        return self._wait_num
+
+    @property
     def in_flight(self) -> int:
         """How many envs are stepping (sent an action, not answered yet)."""
         return len(self._stepping)
