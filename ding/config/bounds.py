@@ -31,6 +31,7 @@ BOUNDS = {
     'env.img_height': ('int', '[1, inf)'),
     'env.img_width': ('int', '[1, inf)'),
     'env.repeat_action_probability': ('number', '[0, 1]'),
+    'manager.wait_num': ('int', '[1, inf)'),
     'eps.start': ('number', '[0, 1]'),
     'eps.end': ('number', '[0, 1]'),
     'entropy_weight': ('number', '[0, inf)'),
