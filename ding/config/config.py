@@ -22,7 +22,7 @@ from ding.utils.registry import REGISTRIES, import_target
 from .errors import ConfigError
 from .loader import read_config
 from .merge import deep_merge_dicts, deep_update, get_path
-from .validate import coerce_integers, raise_problems, unknown_keys_allowed, validate_config
+from .validate import check_env_section, coerce_integers, unknown_keys_allowed, validate_config
 from .writer import save_config, save_config_py
 
 _LOG = logging.getLogger('ding.config')
@@ -135,7 +135,7 @@ def compile_config(
 
     merged = deep_merge_dicts(defaults, user)
     coerce_integers(merged, defaults)
-    _check_env_section(env, merged.env, unknown_keys_allowed() or user.get('allow_unknown_keys') is True)
+    check_env_section(env, merged.env, unknown_keys_allowed() or user.get('allow_unknown_keys') is True)
     _finish(merged, user, create, seed, evaluator is not None)
 
     if save_cfg:
@@ -313,14 +313,6 @@ def _with_type(create_section: Mapping | None, cls: Any, kind: str) -> EasyDict:
 
 
 # ---- after the merge ---------------------------------------------------------------------------
-def _check_env_section(env: Any, env_cfg: EasyDict, allow_unknown_keys: bool) -> None:
-    """An env class with a ``check_config(env_cfg, allow_unknown_keys)`` classmethod (e.g. the generic
-    ``gymnasium`` type) checks its section itself: its problems raise ``ConfigError`` before any work."""
-    check = getattr(env, 'check_config', None)
-    if callable(check):
-        raise_problems(list(check(env_cfg, allow_unknown_keys=allow_unknown_keys)))
-
-
 def _finish(cfg: EasyDict, user: Mapping, create: Mapping | None, seed: int, has_evaluator: bool) -> None:
     if create:
         # The types that picked the classes are the ones recorded, whatever the main config says.

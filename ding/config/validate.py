@@ -71,6 +71,14 @@ def validate_section(
     _check_bounds(deep_merge_dicts(defaults, user), path, problems, already_reported, bounds)
 
 
+def check_env_section(env_cls: Any, env_cfg: Mapping, allow_unknown_keys: bool) -> None:
+    """An env class with a ``check_config(env_cfg, allow_unknown_keys)`` classmethod (e.g. the generic
+    ``gymnasium`` type) checks its (compiled) section itself: its problems raise ``ConfigError`` before any work."""
+    check = getattr(env_cls, 'check_config', None)
+    if callable(check):
+        raise_problems(list(check(env_cfg, allow_unknown_keys=allow_unknown_keys)))
+
+
 def unknown_keys_allowed() -> bool:
     """Whether ``DING_ALLOW_UNKNOWN_KEYS`` (1 / true / yes) accepts unknown keys everywhere."""
     return os.environ.get(ALLOW_UNKNOWN_ENV, '').strip().lower() in ('1', 'true', 'yes')
