@@ -22,7 +22,7 @@ from ding.utils.registry import REGISTRIES, import_target
 from .errors import ConfigError
 from .loader import read_config
 from .merge import deep_merge_dicts, deep_update, get_path
-from .validate import check_env_section, coerce_integers, unknown_keys_allowed, validate_config
+from .validate import check_env_section, coerce_integers, fill_model_shapes, unknown_keys_allowed, validate_config
 from .writer import save_config, save_config_py
 
 _LOG = logging.getLogger('ding.config')
@@ -136,6 +136,7 @@ def compile_config(
     merged = deep_merge_dicts(defaults, user)
     coerce_integers(merged, defaults)
     check_env_section(env, merged.env, unknown_keys_allowed() or user.get('allow_unknown_keys') is True)
+    fill_model_shapes(env, merged)
     _finish(merged, user, create, seed, evaluator is not None)
 
     if save_cfg:

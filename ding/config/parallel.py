@@ -41,7 +41,7 @@ from ding.utils.registry import (
 from .errors import ConfigError
 from .merge import deep_merge_dicts
 from .system import check_system_config
-from .validate import check_env_section, coerce_integers, unknown_keys_allowed, validate_config
+from .validate import check_env_section, coerce_integers, fill_model_shapes, unknown_keys_allowed, validate_config
 from .writer import redact_secrets
 
 LOCAL_HOST = '127.0.0.1'
@@ -353,6 +353,7 @@ def compile_config_parallel(
         check_env_section(env_cls, main.env, allow_all or user_cfg.get('allow_unknown_keys') is True)
     except ConfigError as exc:
         raise ConfigError(f'parallel config: {exc}') from None
+    fill_model_shapes(env_cls, main)
     check_multi_learner(main)
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')

@@ -22,11 +22,11 @@ def make(is_train: bool = True, **cfg):
     return env
 
 
-def compile_env(**env):
+def compile_env(model=None, **env):
     main = EasyDict(
         exp_name='gym_check',
         env=dict(collector_env_num=1, evaluator_env_num=1, **env),
-        policy=dict(model=dict(obs_shape=6, action_shape=3)),
+        policy=dict(model=dict(obs_shape=6, action_shape=3) if model is None else model),
     )
     create = EasyDict(env=dict(type='gymnasium'), env_manager=dict(type='base'), policy=dict(type='dqn'))
     return compile_config(main, create_cfg=create, auto=True, save_cfg=False)
@@ -142,3 +142,20 @@ def test_subprocess_manager_keeps_frames_uint8():
         assert all(t.obs.dtype == np.uint8 and t.obs.max() > 1 for t in timesteps.values())
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize(
+    'env_id, obs_shape, action_shape',
+    [
+        ('Acrobot-v1', 6, 3),
+        ('Pendulum-v1', 3, 1),
+        (SWITCHES, 3, [3, 2, 4]),
+        ('ALE/Pong-v5', [4, 84, 84], 6),
+    ],
+)
+def test_model_shapes_left_out_are_taken_from_the_spaces(env_id, obs_shape, action_shape):
+    if env_id.startswith('ALE/'):
+        pytest.importorskip('ale_py')
+    cfg = compile_env(model={}, env_id=env_id)
+    assert (cfg.policy.model.obs_shape, cfg.policy.model.action_shape) == (obs_shape, action_shape)
+    assert compile_env(model=dict(obs_shape=5), env_id=env_id).policy.model.obs_shape == 5  # given: kept

@@ -77,6 +77,28 @@ class GymnasiumEnv(DingEnvWrapper):
             problems.append(str(e) if str(e).startswith('env.') else f'env.env_id {section.get("env_id")!r}: {e}')
         return problems
 
+    @classmethod
+    def model_shapes(cls, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """``obs_shape`` and ``action_shape`` for the model, read from a probe env's spaces: an int for a flat Box
+        observation (else the shape as a list); ``n`` of a Discrete action space, the length of a Box one, the
+        ``nvec`` list of a MultiDiscrete one. A space with no such shape is left out."""
+        env = build_backend_env(read_settings({**cls.default_config(), **env_cfg}, for_eval=False))
+        try:
+            obs_space, action_space = env.observation_space, env.action_space
+        finally:
+            env.close()
+        shapes: dict[str, Any] = {}
+        if isinstance(obs_space, spaces.Box):
+            shape = [int(n) for n in obs_space.shape]
+            shapes['obs_shape'] = shape[0] if len(shape) == 1 else shape
+        if isinstance(action_space, spaces.Discrete):
+            shapes['action_shape'] = int(action_space.n)
+        elif isinstance(action_space, spaces.Box) and len(action_space.shape) == 1:
+            shapes['action_shape'] = int(action_space.shape[0])
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            shapes['action_shape'] = [int(n) for n in action_space.nvec]
+        return shapes
+
     def __init__(self, cfg: dict | None = None, caller: str = 'collector') -> None:
         merged = self.default_config()
         merged.update(cfg or {})
