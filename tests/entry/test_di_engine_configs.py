@@ -40,22 +40,16 @@ def with_learn_key(tmp_path, value):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    'mode, config, exp_name',
-    [
-        ('serial', 'cartpole_dqn_deque_config.py', 'cartpole_dqn_seed0'),
-        ('serial_onpolicy', 'cartpole_ppo_config.py', 'cartpole_ppo'),
-    ],
-)
-def test_di_engine_config_runs_a_few_iterations(tmp_path, mode, config, exp_name):
-    result = run_ding(['-m', mode, '-c', os.path.join(FIXTURES, config), '-s', '0', '--train-iter', '3'], tmp_path)
+def test_the_dqn_config_with_the_deque_buffer_module_runs_a_few_iterations(tmp_path):
+    config = os.path.join(FIXTURES, 'cartpole_dqn_deque_config.py')
+    result = run_ding(['-m', 'serial', '-c', config, '-s', '0', '--train-iter', '3'], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'max_train_iter reached' in result.stderr + result.stdout
-    assert list((tmp_path / exp_name / 'ckpt').glob('iteration_*.safetensors'))
+    assert list((tmp_path / 'cartpole_dqn_seed0' / 'ckpt').glob('iteration_*.safetensors'))
 
 
 @pytest.mark.slow
-def test_resume_training_continues_the_run_from_its_newest_checkpoint(tmp_path):
+def test_the_ppo_config_runs_and_resume_training_continues_from_its_newest_checkpoint(tmp_path):
     first = run_ding(['-m', 'serial_onpolicy', '-c', with_learn_key(tmp_path, False), '--train-iter', '3'], tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     second = run_ding(['-m', 'serial_onpolicy', '-c', with_learn_key(tmp_path, True), '--train-iter', '3'], tmp_path)
