@@ -28,6 +28,8 @@ setup(
         'envpool': ['envpool>=1.2'],
         # Atari games through gymnasium (ale-py ships the ROMs; OpenCV resizes the frames)
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
+        # MuJoCo envs through gymnasium (Hopper-v5, HalfCheetah-v5, ...; the generic type='gymnasium' env)
+        'mujoco': ['mujoco>=3.0'],
         # SEED actors on other hosts (policy.seed.listen, `ding seed-actor`): ZeroMQ messages over TCP
         'remote': ['pyzmq>=25'],
         # the ES pipeline's worker protocol (ding -m es, ding es-worker): msgpack frame headers
@@ -35,7 +37,7 @@ setup(
         # `ding plot`: learning curves of runs drawn with matplotlib
         'plot': ['matplotlib>=3.5'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
-        # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
+        # libraries so the replay tests run instead of skipping, and the envpool, atari and mujoco extras' (ding.envs)
         'test': [
             'pytest>=8.0',
             'pytest-timeout>=2.3',
@@ -47,6 +49,7 @@ setup(
             'envpool>=1.2',
             'ale-py>=0.10',
             'opencv-python-headless>=4.8',
+            'mujoco>=3.0',
             'pyzmq>=25',
             'msgpack>=1.0',
             'matplotlib>=3.5',

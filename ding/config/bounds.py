@@ -23,6 +23,15 @@ BOUNDS = {
     'eval_freq': ('int', '[0, inf)'),
     'collector_env_num': ('int', '[1, inf)'),
     'evaluator_env_num': ('int', '[1, inf)'),
+    # env sections of the generic gymnasium type and the vector envs (docs/envs.md)
+    'env.max_episode_steps': ('int', '[1, inf)'),
+    'env.noop_max': ('int', '[0, inf)'),
+    'env.frame_skip': ('int', '[1, inf)'),
+    'env.stack_num': ('int', '[1, inf)'),
+    'env.img_height': ('int', '[1, inf)'),
+    'env.img_width': ('int', '[1, inf)'),
+    'env.repeat_action_probability': ('number', '[0, 1]'),
+    'manager.wait_num': ('int', '[1, inf)'),
     'eps.start': ('number', '[0, 1]'),
     'eps.end': ('number', '[0, 1]'),
     'entropy_weight': ('number', '[0, inf)'),
@@ -79,7 +88,9 @@ TYPED_SECTIONS = STRICT_SECTIONS + ('policy',)
 # Keys the serial pipelines and workers read from the policy's sections whatever the policy declares
 # (DI-engine policies often leave e.g. collect.n_sample out of their defaults): known in these sections.
 PIPELINE_KEYS = {
-    'policy.learn': ('batch_size', 'update_per_collect', 'learner'),
+    # resume_training: DI-engine's switch, read by ding.worker.resume (resume from the learner's
+    # load_ckpt_before_run checkpoint, or 'auto')
+    'policy.learn': ('batch_size', 'update_per_collect', 'learner', 'resume_training'),
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
     'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),

@@ -17,12 +17,12 @@ from typing import Any
 
 from easydict import EasyDict
 
-from ding.utils.registry import REGISTRIES
+from ding.utils.registry import REGISTRIES, import_target
 
 from .errors import ConfigError
 from .loader import read_config
 from .merge import deep_merge_dicts, deep_update, get_path
-from .validate import coerce_integers, unknown_keys_allowed, validate_config
+from .validate import check_env_section, coerce_integers, fill_model_shapes, unknown_keys_allowed, validate_config
 from .writer import save_config, save_config_py
 
 _LOG = logging.getLogger('ding.config')
@@ -135,6 +135,8 @@ def compile_config(
 
     merged = deep_merge_dicts(defaults, user)
     coerce_integers(merged, defaults)
+    check_env_section(env, merged.env, unknown_keys_allowed() or user.get('allow_unknown_keys') is True)
+    fill_model_shapes(env, merged)
     _finish(merged, user, create, seed, evaluator is not None)
 
     if save_cfg:
@@ -221,7 +223,7 @@ def _import_names(names: Iterable[str], where: str) -> None:
         names = [names]
     for name in names:
         try:
-            importlib.import_module(name)
+            importlib.import_module(import_target(name))
         except ModuleNotFoundError as e:
             if e.name and (name == e.name or name.startswith(e.name + '.')):
                 raise ConfigError(f"{where}: cannot import '{name}' ({e})") from e

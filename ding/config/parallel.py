@@ -41,7 +41,7 @@ from ding.utils.registry import (
 from .errors import ConfigError
 from .merge import deep_merge_dicts
 from .system import check_system_config
-from .validate import coerce_integers, unknown_keys_allowed, validate_config
+from .validate import check_env_section, coerce_integers, fill_model_shapes, unknown_keys_allowed, validate_config
 from .writer import redact_secrets
 
 LOCAL_HOST = '127.0.0.1'
@@ -290,7 +290,7 @@ def _component_defaults(create_cfg: Mapping[str, Any]) -> EasyDict:
     commander_c = _type_section(create_cfg, 'commander', {'type': 'solo'})
     buffer_c = _type_section(create_cfg, 'replay_buffer', {'type': 'advanced'})
 
-    env_cfg = _defaults_of(_cls_of(ENV_REGISTRY, env_c))
+    env_cfg = _defaults_of(_cls_of(ENV_REGISTRY, env_c, ['ding.envs']))
     env_cfg.update(env_c)
     env_cfg.manager = deep_merge_dicts(_defaults_of(_cls_of(ENV_MANAGER_REGISTRY, manager_c, ['ding.envs'])), manager_c)
     policy_cfg = _defaults_of(_cls_of(POLICY_REGISTRY, policy_c, ['ding.policy']))
@@ -348,6 +348,12 @@ def compile_config_parallel(
     user_commander = ((user_cfg.get('policy') or {}).get('other') or {}).get('commander') or {}
     main = deep_merge_dicts(defaults, user_cfg)
     coerce_integers(main, defaults)  # e.g. comm_batches=2.0: the workers check for an int
+    env_cls = _cls_of(ENV_REGISTRY, _type_section(create, 'env'), ['ding.envs'])
+    try:
+        check_env_section(env_cls, main.env, allow_all or user_cfg.get('allow_unknown_keys') is True)
+    except ConfigError as exc:
+        raise ConfigError(f'parallel config: {exc}') from None
+    fill_model_shapes(env_cls, main)
     check_multi_learner(main)
     main.seed = seed
     main.setdefault('exp_name', 'default_experiment')

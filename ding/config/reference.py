@@ -35,6 +35,8 @@ COMPONENTS: list[tuple[str, str, str, str, str]] = [
     ('BaseSerialCommander', 'policy.other.commander', 'commander', 'base', 'ding.worker.coordinator'),
     ('Base env manager', 'env.manager', 'env_manager', 'base', 'ding.envs'),
     ('Subprocess env manager', 'env.manager', 'env_manager', 'subprocess', 'ding.envs'),
+    ('As-ready subprocess env manager', 'env.manager', 'env_manager', 'async_subprocess', 'ding.envs'),
+    ('Generic gymnasium env', 'env', 'env', 'gymnasium', 'ding.envs'),
 ]
 
 

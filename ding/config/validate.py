@@ -72,6 +72,27 @@ def validate_section(
     _check_bounds(deep_merge_dicts(defaults, user), path, problems, already_reported, bounds)
 
 
+def check_env_section(env_cls: Any, env_cfg: Mapping, allow_unknown_keys: bool) -> None:
+    """An env class with a ``check_config(env_cfg, allow_unknown_keys)`` classmethod (e.g. the generic
+    ``gymnasium`` type) checks its (compiled) section itself: its problems raise ``ConfigError`` before any work."""
+    check = getattr(env_cls, 'check_config', None)
+    if callable(check):
+        raise_problems(list(check(env_cfg, allow_unknown_keys=allow_unknown_keys)))
+
+
+def fill_model_shapes(env_cls: Any, cfg: MutableMapping) -> None:
+    """``policy.model.obs_shape`` / ``action_shape`` left out of a config are taken from the env's spaces when
+    the env class can tell them (a ``model_shapes(env_cfg)`` classmethod, e.g. the generic ``gymnasium`` type)."""
+    shapes_of = getattr(env_cls, 'model_shapes', None)
+    model = (cfg.get('policy') or {}).get('model')
+    if not callable(shapes_of) or not isinstance(model, MutableMapping):
+        return
+    missing = [key for key in ('obs_shape', 'action_shape') if model.get(key) is None]
+    if missing:
+        shapes = shapes_of(cfg['env'])
+        model.update({key: shapes[key] for key in missing if key in shapes})
+
+
 def unknown_keys_allowed() -> bool:
     """Whether ``DING_ALLOW_UNKNOWN_KEYS`` (1 / true / yes) accepts unknown keys everywhere."""
     return os.environ.get(ALLOW_UNKNOWN_ENV, '').strip().lower() in ('1', 'true', 'yes')

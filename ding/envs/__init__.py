@@ -1,5 +1,12 @@
-"""Environments: the ``BaseEnv`` interface, the gymnasium adapter and the vectorised env managers.
-gymnasium itself is imported only when a gymnasium env is built."""
+"""Environments: the ``BaseEnv`` interface, the gymnasium adapter, the generic ``gymnasium`` env type and the
+env managers."""
 
-from .env import BaseEnv, BaseEnvTimestep, DingEnvWrapper, get_env_cls, get_vec_env_setting
-from .env_manager import BaseEnvManager, EnvState, SubprocessEnvManager, create_env_manager, get_env_manager_cls
+from .env import BaseEnv, BaseEnvTimestep, DingEnvWrapper, GymnasiumEnv, get_env_cls, get_vec_env_setting
+from .env_manager import (
+    AsyncSubprocessEnvManager,
+    BaseEnvManager,
+    EnvState,
+    SubprocessEnvManager,
+    create_env_manager,
+    get_env_manager_cls,
+)

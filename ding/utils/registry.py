@@ -70,10 +70,22 @@ class Registry(dict):
         return f'Registry({self.name!r}, {self.query()})'
 
 
+# DI-engine modules that configs name in ``import_names`` and whose registrations live elsewhere in ding: importing
+# the ding module registers the same name (DI-engine's 'deque' buffer is ding's NaiveReplayBuffer).
+DI_ENGINE_MODULES: dict[str, str] = {
+    'ding.data.buffer.deque_buffer_wrapper': 'ding.worker.replay_buffer',
+}
+
+
+def import_target(name: str) -> str:
+    """The module to import for the ``import_names`` entry ``name`` (``DI_ENGINE_MODULES`` maps DI-engine's)."""
+    return DI_ENGINE_MODULES.get(name, name)
+
+
 def import_module(modules: Iterable[str]) -> None:
     """Import each dotted module path so that its ``@register`` decorators run."""
     for name in modules:
-        importlib.import_module(name)
+        importlib.import_module(import_target(name))
 
 
 LEARNER_REGISTRY = Registry('learner')

@@ -38,8 +38,12 @@ class ResumeError(ConfigError):
 
 # ---- choosing the checkpoint -----------------------------------------------------------------------
 def resume_setting(cfg: Any, resume_arg: Any = None) -> Any:
-    """The effective setting: the command-line value when given, else ``cfg.resume``, else 'never'."""
+    """The effective setting: the command-line value when given, else ``cfg.resume``, else DI-engine's
+    ``policy.learn.resume_training`` (True: the checkpoint of ``learner.hook.load_ckpt_before_run``, or 'auto'
+    without one), else 'never'."""
     value = resume_arg if resume_arg is not None else (cfg.get('resume') if cfg is not None else None)
+    if value is None and cfg is not None:
+        value = _di_engine_resume_training(cfg)
     if value is None or value is False or value == '':
         return RESUME_NEVER
     if value is True:
@@ -47,6 +51,18 @@ def resume_setting(cfg: Any, resume_arg: Any = None) -> Any:
     if not isinstance(value, (str, os.PathLike)):
         raise ResumeError(f"resume must be 'auto', 'never' or a checkpoint path, got {value!r}")
     return os.fspath(value)
+
+
+def _di_engine_resume_training(cfg: Any) -> Any:
+    learn = (cfg.get('policy') or {}).get('learn') or {}
+    flag = learn.get('resume_training')
+    if flag is None or flag is False:
+        return None
+    if flag is not True:
+        raise ResumeError(f'policy.learn.resume_training must be True or False, got {flag!r}')
+    hook = (learn.get('learner') or {}).get('hook') or {}
+    path = hook.get('load_ckpt_before_run')
+    return path if isinstance(path, str) and path else RESUME_AUTO
 
 
 def experiment_ckpt_dir(exp_name: str, instance_name: str = 'learner') -> str:

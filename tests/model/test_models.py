@@ -38,6 +38,17 @@ def test_dqn_image_observations_use_a_conv_encoder():
     assert model(torch.randn(2, 3, 32, 32))['logit'].shape == (2, 4)
 
 
+@pytest.mark.parametrize('model_cls', [DQN, VAC])
+def test_atari_frames_pick_the_nature_cnn_and_uint8_frames_are_scaled(model_cls):
+    model = model_cls(obs_shape=[4, 84, 84], action_shape=6, encoder_hidden_size_list=None)
+    encoder = model.encoder
+    assert isinstance(encoder, ConvEncoder) and encoder.output_size == 512
+    convs = [m for m in encoder.main if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
+    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    assert torch.allclose(encoder(frames), encoder(frames.float() / 255.0), atol=1e-6)
+
+
 def test_unknown_keyword_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match='hiden_size'):
         create_model(dict(type='dqn', obs_shape=4, action_shape=2, hiden_size=3))

@@ -171,6 +171,7 @@ class DingEnvWrapper(BaseEnv):
             self._convert_action = _passthrough_action
         structured = isinstance(self._observation_space, (spaces.Dict, spaces.Tuple))
         self._convert_obs = _raw_obs if structured else _float32_obs
+        self._obs_dtype: np.dtype | None = None if structured else np.dtype(np.float32)
         if self._seed is not None:
             self._action_space.seed(self._seed)
 
@@ -253,6 +254,12 @@ class DingEnvWrapper(BaseEnv):
     def reward_space(self) -> Any:
         self._ensure_env()
         return self._reward_space
+
+    @property
+    def observation_dtype(self) -> np.dtype | None:
+        """The dtype of the observation arrays ``reset`` / ``step`` hand out (None: structured observations)."""
+        self._ensure_env()
+        return self._obs_dtype
 
     def random_action(self) -> Any:
         return self.action_space.sample()

@@ -110,6 +110,11 @@ class BaseEnvManager:
         return list(self._ready_obs)
 
     @property
+    def in_flight(self) -> int:
+        """How many envs are stepping without having answered (always 0 here: ``step`` waits for every env)."""
+        return 0
+
+    @property
     def done(self) -> bool:
         """True once every env has finished ``episode_num`` episodes."""
         return self._num_done == self._env_num

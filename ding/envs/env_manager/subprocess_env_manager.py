@@ -91,8 +91,11 @@ class SubprocessEnvManager(BaseEnvManager):
         dtype = np.dtype(dtype)
         if dtype.hasobject:
             return None
-        if isinstance(ref, DingEnvWrapper) and dtype.kind in 'biuf':
-            dtype = np.dtype(np.float32)  # the wrapper hands out float32 whatever the space says
+        if isinstance(ref, DingEnvWrapper):
+            handed = ref.observation_dtype  # the wrapper converts (float32; uint8 frames of the gymnasium type)
+            if handed is None:
+                return None
+            dtype = handed
         return tuple(shape), dtype
 
     def _create_envs(self) -> None:
@@ -148,9 +151,10 @@ class SubprocessEnvManager(BaseEnvManager):
         proc.join(_STOP_TIMEOUT)
         return RuntimeError(f'worker process of env {env_id} died (exitcode {proc.exitcode})')
 
-    def _gather(self, env_ids: list[int], timeout: float | None) -> dict[int, Any]:
+    def _gather(self, env_ids: list[int], timeout: float | None, min_count: int | None = None) -> dict[int, Any]:
         """Collect one reply per env id: the worker's ``(ok, payload)`` tuple, or an exception when the worker
-        died or did not answer within ``timeout`` seconds."""
+        died or did not answer within ``timeout`` seconds. With ``min_count``: return once that many have answered
+        (with every reply there by then)."""
         results: dict[int, Any] = {}
         if not env_ids:
             return results
@@ -188,6 +192,8 @@ class SubprocessEnvManager(BaseEnvManager):
                     results[i] = conn.recv() if conn.poll(0) else self._death_error(i)
                 except (EOFError, OSError):
                     results[i] = self._death_error(i)
+            if min_count is not None and len(results) >= min_count:
+                break
         return results
 
     @staticmethod
@@ -256,6 +262,12 @@ class SubprocessEnvManager(BaseEnvManager):
         """Send every action, then wait for all of those envs; returns ``{env_id: BaseEnvTimestep}``."""
         if self._closed:
             self._check_closed()
+        replies, sent = self._send_steps(actions)
+        replies.update(self._gather(sent, self._step_timeout))
+        return self._finish_steps(list(actions), replies, self._ready_obs)
+
+    def _send_steps(self, actions: dict[int, Any]) -> tuple[dict[int, Any], list[int]]:
+        """Send each env its action (only ids in ``ready_obs``): ``(errors of the sends that failed, ids sent)``."""
         ready = self._ready_obs
         conns = self._conns
         count = self._env_episode_count
@@ -275,24 +287,30 @@ class SubprocessEnvManager(BaseEnvManager):
                 sent.append(env_id)
             except (OSError, ValueError) as e:  # the worker is gone
                 replies[env_id] = e
-        replies.update(self._gather(sent, self._step_timeout))
+        return replies, sent
 
+    def _finish_steps(
+        self, env_ids: list[int], replies: dict[int, Any], last_obs: dict[int, Any]
+    ) -> dict[int, BaseEnvTimestep]:
+        """The timesteps of ``env_ids`` from their workers' ``replies``; ``ready_obs`` updated (``last_obs``: the
+        observation each env was stepped from, for the abnormal timestep of a worker that failed)."""
+        ready = self._ready_obs
         streak = self._fail_streak
         timesteps = {}
-        for env_id in actions:
+        for env_id in env_ids:
             reply = replies[env_id]
             if type(reply) is not tuple or not reply[0]:
                 error = self._as_error(reply)
-                last_obs = ready[env_id]
+                previous = last_obs[env_id]
                 ready[env_id] = self._restart(env_id, error)
-                timesteps[env_id] = abnormal_timestep(last_obs, error)
+                timesteps[env_id] = abnormal_timestep(previous, error)
                 continue
             obs, reward, done, info, reset_obs, reset_error = reply[1]
             obs = self._slot_copy(env_id, 0) if obs is None else obs[0]
             if streak[env_id]:
                 streak[env_id] = 0
             if done:
-                del ready[env_id]
+                ready.pop(env_id, None)
                 if self._episode_finished(env_id):
                     if reset_error is None:
                         ready[env_id] = self._slot_copy(env_id, 1) if reset_obs is None else reset_obs[0]

@@ -16,6 +16,9 @@ from gymnasium import spaces
 from .settings import ATARI_DEFAULTS, VectorEnvSettings, envpool_task_id, is_atari_id
 from .wrappers import ENVPOOL_WRAPPERS, check_wrapper_names, observation_keep
 
+ENVPOOL_ATARI_NAMES = {'fire_reset': 'use_fire_reset'}
+"""Atari keys EnvPool names differently (the others are EnvPool's names)."""
+
 ENVPOOL_MISSING = "env.backend='envpool' needs the envpool package: pip install 'ding[envpool]'"
 
 
@@ -29,7 +32,7 @@ def import_envpool() -> Any:
 
 
 @contextlib.contextmanager
-def _float32_bounds_quiet() -> Iterator[None]:
+def float32_bounds_quiet() -> Iterator[None]:
     """Hide gymnasium's warning about EnvPool's float64 bounds of float32 boxes (the cast is harmless)."""
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='.*precision lowered', category=UserWarning)
@@ -55,7 +58,7 @@ def envpool_options(settings: VectorEnvSettings, num_envs: int) -> dict[str, Any
         num_envs=num_envs, batch_size=num_envs, num_threads=min(num_envs, os.cpu_count() or 1)
     )
     if is_atari_id(settings.env_id):
-        options.update({key: settings.atari[key] for key in ATARI_DEFAULTS})
+        options.update({ENVPOOL_ATARI_NAMES.get(key, key): settings.atari[key] for key in ATARI_DEFAULTS})
     if settings.max_episode_steps is not None:
         options['max_episode_steps'] = settings.max_episode_steps
     options.update(settings.envpool_kwargs)
@@ -91,7 +94,7 @@ class EnvPoolVectorEnv:
         self._unused_seed: int | None = None  # the seed of a pool not reset yet
         self._build(seed)
         try:
-            with _float32_bounds_quiet():
+            with float32_bounds_quiet():
                 self._read_spaces(settings.env_id)
         except ValueError:
             self.close()
@@ -118,7 +121,7 @@ class EnvPoolVectorEnv:
     def _build(self, seed: int) -> None:
         self.close()
         try:
-            with _float32_bounds_quiet():  # envpool builds its spaces at make and on the first recv
+            with float32_bounds_quiet():  # envpool builds its spaces at make and on the first recv
                 self._pool = self._envpool.make(self.task_id, env_type='gymnasium', seed=seed, **self.options)
         except TypeError as e:  # envpool names the unknown keyword
             raise ValueError(f'env.envpool_kwargs for {self.task_id!r}: {e}') from e
@@ -138,7 +141,7 @@ class EnvPoolVectorEnv:
         if self._pool is None or self._unused_seed != seed:
             self._build(seed)
         self._unused_seed = None
-        with _float32_bounds_quiet():
+        with float32_bounds_quiet():
             obs, info = self._pool.reset()
         return self._in_env_order(obs, info)[0]
 

@@ -44,13 +44,20 @@ def build_env(settings: VectorEnvSettings) -> gymnasium.Env:
         kwargs['max_episode_steps'] = settings.max_episode_steps
     try:
         env = gymnasium.make(settings.env_id, **kwargs)
+    except gymnasium.error.DependencyNotInstalled as e:
+        hint = "pip install 'ding[mujoco]'" if 'mujoco' in str(e).lower() else str(e)
+        raise ImportError(f'env.env_id {settings.env_id!r} needs a package that is not installed: {hint}') from e
     except gymnasium.error.Error as e:
         raise ValueError(f'env.env_id {settings.env_id!r}: gymnasium cannot make it ({e})') from e
-    env = apply_wrappers(env, settings, wrappers)
+    return with_float32_observations(apply_wrappers(env, settings, wrappers))
+
+
+def with_float32_observations(env: gymnasium.Env) -> gymnasium.Env:
+    """``env`` with float Box observations as float32 (what the models compute in); other spaces as they are."""
     space = env.observation_space
     if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating) and space.dtype != np.float32:
         low, high = space.low.astype(np.float32), space.high.astype(np.float32)
-        env = TransformObservation(env, _as_float32, spaces.Box(low, high, dtype=np.float32))  # models use float32
+        env = TransformObservation(env, _as_float32, spaces.Box(low, high, dtype=np.float32))
     return env
 
 

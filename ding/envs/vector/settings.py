@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BACKENDS = ('envpool', 'gymnasium')
-WRAPPER_NAMES = ('mask_velocity', 'atari')
+WRAPPER_NAMES = ('mask_velocity', 'atari', 'obs_norm')
 """The names ``env.wrappers`` accepts (``ding.envs.vector.wrappers.WRAPPERS`` registers each)."""
 VECTORIZATION_MODES = ('async', 'sync')
 
@@ -21,9 +21,11 @@ ATARI_DEFAULTS: dict[str, Any] = dict(
     gray_scale=True,
     episodic_life=True,
     reward_clip=True,
+    fire_reset=True,
     repeat_action_probability=0.0,
 )
-"""The standard Atari preprocessing (DI-engine / EnvPool key names); ``episodic_life`` and ``reward_clip``
+"""The standard Atari preprocessing (DI-engine / EnvPool key names; ``fire_reset`` is EnvPool's ``use_fire_reset``:
+FIRE pressed after each reset of games that need it to start); ``episodic_life`` and ``reward_clip``
 apply to training only: evaluation envs always see whole games and true rewards."""
 
 EVAL_OFF = ('episodic_life', 'reward_clip')

@@ -6,6 +6,7 @@ batch (``observation_keep`` gives the kept entries, the EnvPool backend selects 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any, SupportsFloat
@@ -13,7 +14,13 @@ from typing import Any, SupportsFloat
 import gymnasium
 import numpy as np
 from gymnasium import spaces
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TimeLimit, TransformObservation
+from gymnasium.wrappers import (
+    AtariPreprocessing,
+    FrameStackObservation,
+    NormalizeObservation,
+    TimeLimit,
+    TransformObservation,
+)
 
 from .settings import VectorEnvSettings, WrapperSpec, read_settings
 
@@ -81,6 +88,29 @@ class EpisodicLife(gymnasium.Wrapper):
         return obs, info
 
 
+class FireReset(gymnasium.Wrapper):
+    """Press FIRE after every reset (games such as Breakout wait for it to serve); a game that ends on that
+    press is reset again."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        if not needs_fire(env):
+            raise ValueError(f'FireReset: {env.spec.id if env.spec else env} has no FIRE action')
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self.env.reset(seed=seed, options=options)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(options=options)
+        return obs, info
+
+
+def needs_fire(env: gymnasium.Env) -> bool:
+    """The game has a FIRE action (action 1, as ALE lays out the minimal action sets)."""
+    meanings: list[str] = getattr(env.unwrapped, 'get_action_meanings', list)()  # ALE envs have it
+    return len(meanings) > 1 and meanings[1] == 'FIRE'
+
+
 def _sign(reward: SupportsFloat) -> float:
     return float(np.sign(float(reward)))
 
@@ -100,6 +130,8 @@ def _atari(env: gymnasium.Env, spec: WrapperSpec, settings: VectorEnvSettings) -
     )
     if atari['episodic_life']:
         env = EpisodicLife(env)
+    if atari['fire_reset'] and needs_fire(env):
+        env = FireReset(env)
     if atari['reward_clip']:
         env = gymnasium.wrappers.TransformReward(env, _sign)
     if atari['stack_num'] > 1:
@@ -109,11 +141,39 @@ def _atari(env: gymnasium.Env, spec: WrapperSpec, settings: VectorEnvSettings) -
     return env
 
 
+def _clip_float32(obs: np.ndarray, bound: float) -> np.ndarray:
+    return np.clip(obs, -bound, bound).astype(np.float32)
+
+
+OBS_NORM_OPTIONS = dict(clip=10.0, epsilon=1e-8)
+
+
+def _obs_norm(env: gymnasium.Env, spec: WrapperSpec, settings: VectorEnvSettings) -> gymnasium.Env:
+    """Each observation entry shifted and scaled by its running mean and std (gymnasium's
+    ``NormalizeObservation``, updated on every step of this env), then clipped to ``[-clip, clip]``."""
+    unknown = set(spec.options) - set(OBS_NORM_OPTIONS)
+    if unknown:
+        raise ValueError(f'env.wrappers: obs_norm takes the options {sorted(OBS_NORM_OPTIONS)}, got {sorted(unknown)}')
+    options = {**OBS_NORM_OPTIONS, **spec.options}
+    clip, epsilon = options['clip'], options['epsilon']
+    if not isinstance(clip, (int, float)) or isinstance(clip, bool) or not clip > 0:
+        raise ValueError(f"env.wrappers: obs_norm's clip must be a positive number, got {clip!r}")
+    if not isinstance(epsilon, (int, float)) or isinstance(epsilon, bool) or not epsilon > 0:
+        raise ValueError(f"env.wrappers: obs_norm's epsilon must be a positive number, got {epsilon!r}")
+    if not isinstance(env.observation_space, spaces.Box):
+        raise ValueError(f'env.wrappers: obs_norm needs a Box observation space, got {env.observation_space}')
+    env = NormalizeObservation(env, epsilon=float(epsilon))
+    bound = float(clip)
+    clipped = spaces.Box(-bound, bound, shape=env.observation_space.shape, dtype=np.float32)
+    return TransformObservation(env, functools.partial(_clip_float32, bound=bound), clipped)
+
+
 WrapperFn = Callable[[gymnasium.Env, WrapperSpec, VectorEnvSettings], gymnasium.Env]
 
 WRAPPERS: dict[str, WrapperFn] = {
     'mask_velocity': _mask_velocity,
     'atari': _atari,
+    'obs_norm': _obs_norm,
 }
 """What each name of ``settings.WRAPPER_NAMES`` does (the gymnasium backend applies ``atari`` to Atari ids itself)."""
 

@@ -9,6 +9,10 @@ import torch.nn as nn
 
 from .layers import build_activation, fc_block
 
+# Nature CNN (Mnih et al. 2015): 32 / 64 / 64 conv channels (kernels 8 / 4 / 3, strides 4 / 2 / 1, ConvEncoder's
+# defaults) then a 512-wide linear layer; the encoder of [4, 84, 84] Atari frames.
+NATURE_CNN_SIZES = (32, 64, 64, 512)
+
 
 class FCEncoder(nn.Module):
     """An MLP: obs -> hidden_size_list[0] -> ... -> hidden_size_list[-1], every layer activated.
@@ -102,18 +106,24 @@ class ConvEncoder(nn.Module):
         self.mid = fc_block(flat, self.output_size, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.uint8:  # frames kept as bytes (Atari): scaled to [0, 1] here
+            x = x.float().mul_(1.0 / 255.0)
         return self.mid(self.main(x))
 
 
 def build_encoder(
     obs_shape: int | Sequence[int],
-    hidden_size_list: Sequence[int],
+    hidden_size_list: Sequence[int] | None,
     activation: nn.Module | None = nn.ReLU(),
     norm_type: str | None = None,
+    vector_sizes: Sequence[int] = (128, 128, 64),
 ) -> FCEncoder | ConvEncoder:
-    """FCEncoder for an int / 1-D obs_shape, ConvEncoder for a 3-D one."""
+    """FCEncoder for an int / 1-D obs_shape, ConvEncoder for a 3-D one. ``hidden_size_list=None`` picks the
+    Nature CNN (``NATURE_CNN_SIZES``) for images and ``vector_sizes`` for vectors."""
     if isinstance(obs_shape, int):
-        return FCEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)
+        sizes = vector_sizes if hidden_size_list is None else hidden_size_list
+        return FCEncoder(obs_shape, list(sizes), activation=activation, norm_type=norm_type)
     if len(obs_shape) == 3:
-        return ConvEncoder(obs_shape, hidden_size_list, activation=activation, norm_type=norm_type)
+        sizes = NATURE_CNN_SIZES if hidden_size_list is None else hidden_size_list
+        return ConvEncoder(obs_shape, list(sizes), activation=activation, norm_type=norm_type)
     raise ValueError(f'model obs_shape: expected an int or (C, H, W), got {obs_shape!r}')

@@ -24,7 +24,7 @@ class _DistributionalQ(nn.Module):
         obs_shape: int | Sequence[int],
         action_shape: int | Sequence[int],
         per_action: int,
-        encoder_hidden_size_list: Sequence[int],
+        encoder_hidden_size_list: Sequence[int] | None,
         head_hidden_size: int | None,
         head_layer_num: int,
         activation: nn.Module | None,
@@ -36,7 +36,7 @@ class _DistributionalQ(nn.Module):
         if not isinstance(action_shape, int):
             raise ValueError(f'{name}: action_shape must be a single int (discrete actions), got {action_shape}')
         self.obs_shape, self.action_shape, self.per_action = obs_shape, action_shape, per_action
-        self.encoder = build_encoder(obs_shape, list(encoder_hidden_size_list), activation, norm_type)
+        self.encoder = build_encoder(obs_shape, encoder_hidden_size_list, activation, norm_type)
         feature = self.encoder.output_size
         self.head = DiscreteHead(
             feature if head_hidden_size is None else head_hidden_size,
@@ -63,7 +63,7 @@ class C51DQN(_DistributionalQ):
         self,
         obs_shape: int | Sequence[int],
         action_shape: int | Sequence[int],
-        encoder_hidden_size_list: Sequence[int] = (128, 128, 64),
+        encoder_hidden_size_list: Sequence[int] | None = (128, 128, 64),
         head_hidden_size: int | None = None,
         head_layer_num: int = 1,
         activation: nn.Module | None = nn.ReLU(),
@@ -97,7 +97,7 @@ class QRDQN(_DistributionalQ):
         self,
         obs_shape: int | Sequence[int],
         action_shape: int | Sequence[int],
-        encoder_hidden_size_list: Sequence[int] = (128, 128, 64),
+        encoder_hidden_size_list: Sequence[int] | None = (128, 128, 64),
         head_hidden_size: int | None = None,
         head_layer_num: int = 1,
         num_quantiles: int = 32,

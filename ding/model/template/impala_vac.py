@@ -14,8 +14,6 @@ from ..common.layers import squeeze_shape
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
-# Nature-CNN (Mnih et al. 2015): three conv layers then a 512-wide linear layer, for [4, 84, 84] Atari frames.
-NATURE_CNN_SIZES = (32, 64, 64, 512)
 VECTOR_ENCODER_SIZES = (64, 64)
 
 
@@ -63,11 +61,11 @@ class IMPALAVAC(nn.Module):
             raise ValueError(f'IMPALAVAC: lstm_hidden_size must be None, 0 or positive, got {lstm_hidden_size}')
         self.obs_shape, self.action_shape, self.action_space = obs_shape, action_shape, 'discrete'
         self.share_encoder = share_encoder
-        if encoder_hidden_size_list is None:
-            encoder_hidden_size_list = VECTOR_ENCODER_SIZES if isinstance(obs_shape, int) else NATURE_CNN_SIZES
-        sizes = list(encoder_hidden_size_list)
-        self.encoder = build_encoder(obs_shape, sizes, activation, norm_type)
-        self.critic_encoder = None if share_encoder else build_encoder(obs_shape, sizes, activation, norm_type)
+        sizes = encoder_hidden_size_list  # None: the Nature CNN for images, VECTOR_ENCODER_SIZES for vectors
+        self.encoder = build_encoder(obs_shape, sizes, activation, norm_type, VECTOR_ENCODER_SIZES)
+        self.critic_encoder = (
+            None if share_encoder else build_encoder(obs_shape, sizes, activation, norm_type, VECTOR_ENCODER_SIZES)
+        )
         feature_size = self.encoder.output_size
         self.lstm_hidden_size = int(lstm_hidden_size or 0)
         self.core: nn.LSTMCell | None = None

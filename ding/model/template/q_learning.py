@@ -19,13 +19,15 @@ class DQN(nn.Module):
     """Q network: ``forward(obs) -> {'logit': q_values (B, action_shape)}``.
 
     ``head_hidden_size`` defaults to the encoder's output width (``encoder_hidden_size_list[-1]``).
+    Image observations (``obs_shape`` ``(C, H, W)``) go through a conv encoder, the Nature CNN with
+    ``encoder_hidden_size_list=None``; uint8 frames are scaled by 1/255.
     """
 
     def __init__(
         self,
         obs_shape: int | Sequence[int],
         action_shape: int | Sequence[int],
-        encoder_hidden_size_list: Sequence[int] = (128, 128, 64),
+        encoder_hidden_size_list: Sequence[int] | None = (128, 128, 64),
         dueling: bool = True,
         head_hidden_size: int | None = None,
         head_layer_num: int = 1,
@@ -39,7 +41,7 @@ class DQN(nn.Module):
         if not isinstance(action_shape, int):
             raise ValueError(f'DQN: action_shape must be a single int (discrete actions), got {action_shape}')
         self.obs_shape, self.action_shape = obs_shape, action_shape
-        self.encoder = build_encoder(obs_shape, list(encoder_hidden_size_list), activation, norm_type)
+        self.encoder = build_encoder(obs_shape, encoder_hidden_size_list, activation, norm_type)
         feature = self.encoder.output_size
         head_cls = DuelingHead if dueling else DiscreteHead
         self.head = head_cls(

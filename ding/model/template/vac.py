@@ -32,7 +32,7 @@ class VAC(nn.Module):
         action_shape: int | Sequence[int],
         action_space: str = 'discrete',
         share_encoder: bool = True,
-        encoder_hidden_size_list: Sequence[int] = (128, 128, 64),
+        encoder_hidden_size_list: Sequence[int] | None = (128, 128, 64),
         actor_head_hidden_size: int = 64,
         actor_head_layer_num: int = 1,
         critic_head_hidden_size: int = 64,
@@ -52,7 +52,7 @@ class VAC(nn.Module):
             raise ValueError(f'VAC: action_shape must be a single int, got {action_shape}')
         self.obs_shape, self.action_shape, self.action_space = obs_shape, action_shape, action_space
         self.share_encoder = share_encoder
-        hidden = list(encoder_hidden_size_list)
+        hidden = None if encoder_hidden_size_list is None else list(encoder_hidden_size_list)  # None: Nature CNN
         if share_encoder:
             self.encoder = build_encoder(obs_shape, hidden, activation, norm_type)
             actor_in = critic_in = self.encoder.output_size

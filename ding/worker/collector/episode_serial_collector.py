@@ -50,6 +50,12 @@ class EpisodeSerialCollector(BaseSerialCollector):
 
     def reset_env(self, _env: Any | None = None) -> None:
         if _env is not None:
+            if getattr(_env, 'wait_num', None) is not None:
+                raise ValueError(
+                    "EpisodeSerialCollector needs every env's answer in the step it was sent: use "
+                    "env.manager.type='subprocess' (the as-ready 'async_subprocess' manager works with the sample "
+                    'collector)'
+                )
             self._attach_env(_env)
         elif self._env is not None:
             self._env.reset()

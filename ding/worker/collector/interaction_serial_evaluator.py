@@ -156,13 +156,16 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         with torch.no_grad():
             while any(remaining.values()):
                 obs = {i: o for i, o in env.ready_obs.items() if remaining.get(i, 0) > 0}
-                if not obs:
+                if not obs and env.in_flight:  # an as-ready env manager: the envs that owe episodes are stepping
+                    timesteps = env.step({})
+                elif not obs:
                     raise RuntimeError(
                         f'InteractionSerialEvaluator: {sum(remaining.values())} episodes still to play but no env '
                         f"that owes one is ready (is the env manager's episode_num smaller than n_episode/env_num?)"
                     )
-                output = policy.forward(obs, **kwargs) if kwargs else policy.forward(obs)
-                timesteps = env.step({i: out['action'] for i, out in output.items()})
+                else:
+                    output = policy.forward(obs, **kwargs) if kwargs else policy.forward(obs)
+                    timesteps = env.step({i: out['action'] for i, out in output.items()})
                 for env_id, timestep in timesteps.items():
                     info = timestep.info
                     if info.get('abnormal', False):

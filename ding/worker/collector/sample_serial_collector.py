@@ -98,6 +98,8 @@ class SampleSerialCollector(BaseSerialCollector):
         self._traj_buffer: dict[int, list[dict[str, Any]]] = {i: [] for i in range(self._env_num)}
         self._env_step: dict[int, int] = {i: 0 for i in range(self._env_num)}
         self._env_sample: dict[int, int] = {i: 0 for i in range(self._env_num)}
+        # env id -> (obs, policy output) of the step it was sent: an as-ready env manager answers it later
+        self._stepping: dict[int, tuple[Any, dict[str, Any]]] = {}
 
     def _update_traj_len(self) -> None:
         if self._default_n_sample is None or self._traj_len_inf or not self._env_num:
@@ -147,26 +149,33 @@ class SampleSerialCollector(BaseSerialCollector):
         return_data: list[dict[str, Any]] = []
         collected_sample = collected_step = collected_episode = 0
         start = time.perf_counter()
+        stepping = self._stepping
         while collected_sample < n_sample:
             obs = env.ready_obs
-            if not obs:
+            if obs:
+                if transform_obs:
+                    obs = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
+                output = forward(obs, **policy_kwargs)
+                for env_id, out in output.items():
+                    stepping[env_id] = (obs[env_id], out)
+                timesteps = env.step({env_id: out['action'] for env_id, out in output.items()})
+            elif env.in_flight:  # an as-ready env manager: every env is stepping
+                timesteps = env.step({})
+            else:
                 raise RuntimeError(
                     'SampleSerialCollector: no env is ready (did every env finish its '
                     "'episode_num' episodes? collector envs need episode_num=inf)"
                 )
-            if transform_obs:
-                obs = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in obs.items()}
-            output = forward(obs, **policy_kwargs)
-            timesteps = env.step({env_id: out['action'] for env_id, out in output.items()})
             for env_id, timestep in timesteps.items():
+                sent_obs, sent_output = stepping.pop(env_id)
                 info = timestep.info
                 if info.get('abnormal', False):
                     traj_buffer[env_id] = []
                     env_step[env_id] = env_sample[env_id] = 0
                     policy.reset([env_id])
                     continue
-                o = copy.deepcopy(obs[env_id]) if deepcopy_obs else obs[env_id]
-                transition = process(o, output[env_id], timestep)
+                o = copy.deepcopy(sent_obs) if deepcopy_obs else sent_obs
+                transition = process(o, sent_output, timestep)
                 transition['collect_iter'] = train_iter
                 transition['env_id'] = env_id
                 traj = traj_buffer.get(env_id)
