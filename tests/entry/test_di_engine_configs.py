@@ -28,14 +28,12 @@ def train_iters(result):
 
 
 def with_learn_key(tmp_path, value):
-    """The PPO fixture with DI-engine's ``policy.learn.resume_training`` set, as a config file of its own."""
+    """The PPO fixture with DI-engine's ``policy.learn.resume_training`` set to ``value``, as a config file of its
+    own (the fixture sets it to False)."""
     path = tmp_path / 'cartpole_ppo_resume_config.py'
     text = open(os.path.join(FIXTURES, 'cartpole_ppo_config.py')).read()
-    path.write_text(
-        text.replace(
-            '            clip_ratio=0.2,\n', f'            clip_ratio=0.2,\n            resume_training={value!r},\n'
-        )
-    )
+    assert text.count('resume_training=False,') == 1
+    path.write_text(text.replace('resume_training=False,', f'resume_training={value!r},'))
     return str(path)
 
 
@@ -56,7 +54,8 @@ def test_the_ppo_config_runs_and_resume_training_continues_from_its_newest_check
     assert second.returncode == 0, second.stderr[-3000:]
     # the second run starts from the first's counters (a fresh start would end at the first's count)
     assert train_iters(second) >= train_iters(first) + 3
-    assert not [p for p in tmp_path.glob('cartpole_ppo_*') if p.is_dir()]  # the resumed run kept its directory
+    # the resumed run kept its directory (no second one beside it)
+    assert [p.name for p in tmp_path.glob('cartpole_ppo*') if p.is_dir()] == ['cartpole_ppo_seed0']
 
 
 def test_a_bad_resume_training_value_is_refused_naming_the_key(tmp_path):

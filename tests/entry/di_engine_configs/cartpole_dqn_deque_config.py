@@ -11,17 +11,18 @@ cartpole_dqn_config = dict(
     ),
     policy=dict(
         cuda=False,
-        load_path=
-        'cartpole_dqn_seed0/ckpt/ckpt_best.pth.tar',  # necessary for eval
+        load_path='cartpole_dqn_seed0/ckpt/ckpt_best.pth.tar',  # necessary for eval
         model=dict(
             obs_shape=4,
             action_shape=2,
             encoder_hidden_size_list=[128, 128, 64],
             dueling=True,
+            # dropout=0.1,
         ),
         nstep=1,
         discount_factor=0.97,
         learn=dict(
+            update_per_collect=5,
             batch_size=64,
             learning_rate=0.001,
         ),
@@ -47,8 +48,7 @@ cartpole_dqn_create_config = dict(
     ),
     env_manager=dict(type='base'),
     policy=dict(type='dqn'),
-    replay_buffer=dict(type='deque',
-                       import_names=['ding.data.buffer.deque_buffer_wrapper']),
+    replay_buffer=dict(type='deque', import_names=['ding.data.buffer.deque_buffer_wrapper']),
 )
 cartpole_dqn_create_config = EasyDict(cartpole_dqn_create_config)
 create_config = cartpole_dqn_create_config
