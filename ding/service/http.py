@@ -16,7 +16,7 @@ import hmac
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
 
@@ -28,6 +28,7 @@ from ding.interaction.base.limits import HttpLimits
 from ding.interaction.base.server import HttpService, Route, build_app
 from ding.utils.tls import TlsSettings
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
+from ding.utils.weights_signing import HEADER_RUN_ID, HEADER_SIGNATURE
 
 from .metrics import ServiceMetrics
 from .run_control import RunControl, RunStateError, TuneError
@@ -40,6 +41,10 @@ WEIGHTS_REFRESH_SECONDS = 2.0
 # Longest a request may ask to wait for the loop (pause drained, tune applied, final checkpoint written).
 MAX_WAIT_SECONDS = 120.0
 DEFAULT_WAIT_SECONDS = 10.0
+# GET /weights/stream: how many subscribers at once, and how often an idle stream sends a keep-alive comment
+# (which is also how often a stream notices that the server stops).
+MAX_WEIGHTS_SUBSCRIBERS = 64
+STREAM_KEEPALIVE_SECONDS = 15.0
 
 
 class ServiceErrorCode(IntEnum):
@@ -60,6 +65,7 @@ class ServiceErrorCode(IntEnum):
     TUNE_NOT_SUPPORTED = 504
     TUNE_INVALID = 505
     WEIGHTS_NOT_PUBLISHED = 601
+    WEIGHTS_STREAM_FULL = 602
     UNHEALTHY = 701
 
 
@@ -116,6 +122,8 @@ class ServiceServer(HttpService):
         info: dict[str, Any] | None = None,
         limits: HttpLimits | None = None,
         tls: TlsSettings | None = None,
+        max_subscribers: int = MAX_WEIGHTS_SUBSCRIBERS,
+        keepalive_seconds: float = STREAM_KEEPALIVE_SECONDS,
     ) -> None:
         super().__init__(host, port, limits=limits, tls=tls)
         if control is not None and not token:
@@ -127,6 +135,11 @@ class ServiceServer(HttpService):
         self.info = dict(info or {})
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self.max_subscribers = int(max_subscribers)
+        self.keepalive_seconds = float(keepalive_seconds)
+        self._subscribers = 0
+        self._subscribers_lock = threading.Lock()
+        self._streams_end = threading.Event()
 
     # ---- app -------------------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
@@ -158,6 +171,7 @@ class ServiceServer(HttpService):
             raw.append(('/metrics', self._raw_metrics))
         if self.weights is not None:
             raw.append(('/weights/current', self._raw_weights_current))
+            raw.append(('/weights/stream', self._raw_weights_stream))
         for rule, view in raw:
             app.add_url_rule(
                 rule, endpoint=rule, view_func=self._counted(view), methods=['GET'], provide_automatic_options=False
@@ -166,9 +180,18 @@ class ServiceServer(HttpService):
 
     def close(self, drain_seconds: float = 2.0) -> None:
         """Let requests being answered finish (up to ``drain_seconds``), then stop serving."""
+        self._streams_end.set()
+        if self.weights is not None:
+            self.weights.wake()  # streams end at once instead of at their next keep-alive
         with self._inflight_cond:
             self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_seconds)
         super().close()
+
+    @property
+    def subscribers(self) -> int:
+        """Open ``GET /weights/stream`` connections."""
+        with self._subscribers_lock:
+            return self._subscribers
 
     def _counted(self, view: Callable[[], Any]) -> Callable[[], Any]:
         def counted() -> Any:
@@ -309,9 +332,60 @@ class ServiceServer(HttpService):
             'ETag': current.etag,
             'Cache-Control': 'no-cache',
         }
+        if current.run_id:
+            headers[HEADER_RUN_ID] = current.run_id
+        if current.signature is not None:
+            headers[HEADER_SIGNATURE] = current.signature
         if etag_matches(request.headers.get('If-None-Match'), current.sha256):
             return Response(status=304, headers=headers)
         return Response(current.payload, status=200, headers=headers, mimetype=CONTENT_TYPE)
+
+    def _raw_weights_stream(self) -> Response:
+        """Server-sent events: one ``weights`` event per published version (identity and signature, no
+        tensors), the current one first; a comment line every ``keepalive_seconds`` when idle. Needs the
+        run's token; at most ``max_subscribers`` at once (429 past that)."""
+        try:
+            self._check_run_token()
+        except ResponsibleException as err:
+            return _envelope(err.get_response(), err.status_code)
+        store = self._mounted(self.weights)
+        with self._subscribers_lock:
+            if self._subscribers >= self.max_subscribers:
+                return _envelope(
+                    failure_response(
+                        ServiceErrorCode.WEIGHTS_STREAM_FULL,
+                        f'too many weights stream subscribers (at most {self.max_subscribers}); poll /weights/meta',
+                        {'max_subscribers': self.max_subscribers},
+                    ),
+                    429,
+                    {'Retry-After': '5'},
+                )
+            self._subscribers += 1
+        response = Response(
+            self._stream_events(store),
+            status=200,
+            mimetype='text/event-stream',
+            headers={'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no'},
+        )
+        response.call_on_close(self._unsubscribe)  # also when the generator never started
+        return response
+
+    def _unsubscribe(self) -> None:
+        with self._subscribers_lock:
+            self._subscribers -= 1
+
+    def _stream_events(self, store: WeightsStore) -> Iterator[bytes]:
+        yield b': weights stream\n\n'  # lets the client see the stream is open before the first version
+        seq = -1
+        while not self._streams_end.is_set():
+            seq, announcements = store.wait_announcements(seq, self.keepalive_seconds)
+            if self._streams_end.is_set():
+                break
+            for announcement in announcements:
+                data = json.dumps(announcement, separators=(',', ':'))
+                yield f'event: weights\nid: {announcement["version"]}\ndata: {data}\n\n'.encode()
+            if not announcements:
+                yield b': keep-alive\n\n'
 
     # ---- /metrics, /healthz ----------------------------------------------------------------------------
     def _raw_metrics(self) -> Response:

@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
+from ding.interaction.base.auth import resolve_run_secret
 from ding.utils.tls import TlsSettings
+from ding.utils.weights_signing import weights_signing_key
 from ding.worker.learner.learner_hook import iterations_done
 from ding.worker.learner.nan_guard import add_nan_guard_listener, remove_nan_guard_listener
 
@@ -40,6 +42,9 @@ class ServiceRuntime:
     ``enable`` builds metrics, the weights store (unless ``serve_weights=False``, e.g. in a coordinator)
     and the HTTP server; ``json_log`` the JSON event log; the ``RunControl`` always exists (the HTTP
     server is its only remote entry point). ``log``: where human-readable event lines go.
+
+    ``run_secret``: the run secret (None: ``$DING_RUN_SECRET`` when set); the weights are signed with a key
+    derived from it, and published unsigned when there is none.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class ServiceRuntime:
         log: Callable[[str], None] | None = None,
         serve_weights: bool = True,
         tls: TlsSettings | None = None,
+        run_secret: str | None = None,
     ) -> None:
         self.cfg = check_service_config(cfg)
         self._tls = tls  # system.tls of a parallel run: the server speaks HTTPS only
@@ -79,7 +85,12 @@ class ServiceRuntime:
             add_nan_guard_listener(self.metrics.nan_guard_event)  # the learner's guard reports to this run
             self.control.heartbeat_listeners.append(self.metrics.beat)  # keeps beating while paused
             if serve_weights:
-                self.weights = WeightsStore(latest_version=lambda: self.control.iteration)
+                secret = run_secret if run_secret is not None else resolve_run_secret(None)
+                self.weights = WeightsStore(
+                    latest_version=lambda: self.control.iteration,
+                    run_id=self.run_id,
+                    signing_key=weights_signing_key(secret) if secret else None,
+                )
                 self.weights.add_listener(self._on_publish)
         self.control.add_listener(self._on_control_event)
 

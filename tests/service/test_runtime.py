@@ -60,7 +60,7 @@ def test_hooks_feed_metrics_weights_and_checkpoint_timing(runtime_learner):
         assert sample_value(parsed, 'policy_lag_count') == 3
         # observe_sample at train_iter 2 on data collected at iteration 0: lag 2, and so on.
         assert sample_value(parsed, 'policy_lag_sum') == (2 - 0) + (4 - 2) + (6 - 4)
-        got = WeightsClient(runtime.server.address).fetch()
+        got = WeightsClient(runtime.server.address, accept_unsigned=True).fetch()
         assert got is not None and got[1] == 6
 
         publish_event('rollback')  # what a learner's NaN guard does on a rollback
@@ -156,7 +156,7 @@ def test_weights_are_published_on_demand_between_iterations(runtime_learner):
     learner, runtime = runtime_learner(dict(enable=True, weights_freq=0))
     learner.call_hook('before_run')
     loop = TrainLoop(lambda i: learner.train(make_batch(i))).start()
-    client = WeightsClient(runtime.server.address)
+    client = WeightsClient(runtime.server.address, accept_unsigned=True)
     try:
         end = time.time() + 30
         while learner.train_iter < 5 and time.time() < end:
