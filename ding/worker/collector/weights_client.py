@@ -275,7 +275,9 @@ class WeightsFollower:
         self.subscription: WeightsSubscription | None = None
         if subscribe:
             if not client.token:
-                raise ValueError("WeightsFollower(subscribe=True): the client needs the run's token for /weights/stream")
+                raise ValueError(
+                    "WeightsFollower(subscribe=True): the client needs the run's token for /weights/stream"
+                )
             self.subscription = client.subscribe(keepalive_timeout=keepalive_timeout, backoff=backoff)
 
     def close(self) -> None:
@@ -337,7 +339,7 @@ class WeightsFollower:
             self.last_error = f'loading weights version {version} failed: {exc}'
             _LOG.warning('weights: %s', self.last_error)
             return False
-        if run_id != self.run_id:
+        if self.version is not None and run_id != self.run_id:
             self._pending = {v for v in self._pending if v >= version}  # another run's versions: not comparable
         self.skipped_versions += sum(1 for v in self._pending if v < version)
         self._pending = {v for v in self._pending if v > version}
