@@ -18,6 +18,7 @@ from ding.interaction.config import WILDCARD_HOSTS
 from ding.utils.tls import TlsSettings
 from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
 
+from . import service_section_enabled
 from .runtime import ServiceRuntime
 from .tunables import register_batch_size_attribute, register_loss_weights
 
@@ -61,7 +62,7 @@ class CommLearnerService(LearnerObserver):
 
     def learner_created(self, learner: Any, task_info: dict[str, Any]) -> None:
         section = task_info.get('service')
-        if not isinstance(section, dict) or not (section.get('enable') or section.get('json_log')):
+        if not isinstance(section, dict) or not service_section_enabled(section):
             return
         runtime = self._runtime
         if runtime is None:

@@ -45,6 +45,9 @@ class ServiceRuntime:
 
     ``run_secret``: the run secret (None: ``$DING_RUN_SECRET`` when set); the weights are signed with a key
     derived from it, and published unsigned when there is none.
+
+    ``tracing.enable`` builds ``tracer`` (``ding.service.tracing.RunTracer``; ``span_exporter``: an extra
+    exporter, e.g. the SDK's in-memory one).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class ServiceRuntime:
         serve_weights: bool = True,
         tls: TlsSettings | None = None,
         run_secret: str | None = None,
+        span_exporter: Any = None,
     ) -> None:
         self.cfg = check_service_config(cfg)
         self._tls = tls  # system.tls of a parallel run: the server speaks HTTPS only
@@ -76,6 +80,12 @@ class ServiceRuntime:
         self._ended = False
         self._learner: Any = None
         self._extract: Callable[[Any], dict[str, Any]] = model_weights
+        self.tracer: Any = None
+        if self.cfg.tracing.enable:
+            # Imported only here: OpenTelemetry is an optional extra (checked by check_service_config).
+            from .tracing import RunTracer
+
+            self.tracer = RunTracer(self.cfg.tracing, self.run_id, exp_name, exporter=span_exporter)
         if self.cfg.json_log:
             self.events = JsonEventLog(
                 events_path(exp_name), self.run_id, instance, config_hash, iteration_fn=lambda: self.control.iteration
@@ -163,9 +173,16 @@ class ServiceRuntime:
                     'publish_weights_after_run', position='after_run', store=self.weights, extract=extract
                 )
             )
+        checkpoint_observers = []
         if self.metrics is not None:
-            time_checkpoint_hooks(learner, self.metrics.observe_checkpoint)
+            checkpoint_observers.append(self.metrics.observe_checkpoint)
             self.metrics.track_prefetch_queue(lambda: prefetch_queue_size(learner))
+        if self.tracer is not None:
+            checkpoint_observers.append(self.tracer.record_checkpoint)
+            for hook in self.tracer.hooks():
+                learner.register_hook(hook)
+        if checkpoint_observers:
+            time_checkpoint_hooks(learner, checkpoint_observers)
         if control_hook:
             learner.register_hook(RunControlHook(control=self.control, on_terminate=on_terminate))
         if learner.world_size == 1:  # a tune reaches this rank only: on several ranks they would drift apart
@@ -195,6 +212,8 @@ class ServiceRuntime:
         seconds = perf_counter() - t0
         if self.metrics is not None and path is not None:
             self.metrics.observe_checkpoint(seconds)
+        if self.tracer is not None and path is not None:
+            self.tracer.record_checkpoint(seconds)
         self.publish_weights(learner)
         return {
             'checkpoint': path,
@@ -221,6 +240,8 @@ class ServiceRuntime:
         )
         server.start()
         self.server = server
+        if self.metrics is not None:
+            self.metrics.track_weights_subscribers(lambda: server.subscribers)
         # The token itself is never printed: this line lands in log files other users may read.
         if run_file:
             self.run_file = os.path.join('.', self.exp_name, run_file)
@@ -249,6 +270,8 @@ class ServiceRuntime:
 
     def observe_sample(self, batch: Any, seconds: float, train_iter: int) -> None:
         """One batch sampled in ``seconds``; its mean policy lag from the samples' ``collect_iter``."""
+        if self.tracer is not None:
+            self.tracer.record_sample(seconds, ok=batch is not None)
         if self.metrics is None:
             return
         lag = None
@@ -261,7 +284,7 @@ class ServiceRuntime:
                     n += 1
             if n:
                 lag = train_iter - total / n
-        self.metrics.observe_sample(seconds, lag)
+        self.metrics.observe_sample(seconds, lag, status='empty' if batch is None else 'ok')
 
     def end_run(self, solved: bool, reason: str) -> None:
         """The pipeline is ending (solved, limits, terminate, error)."""
@@ -291,6 +314,8 @@ class ServiceRuntime:
                     pass
             if self.metrics is not None:
                 remove_nan_guard_listener(self.metrics.nan_guard_event)
+            if self.tracer is not None:
+                self.tracer.close()  # ends open spans and flushes the exporters
             if self.events is not None:
                 self.events.close()
 

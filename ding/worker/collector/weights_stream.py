@@ -132,9 +132,10 @@ class WeightsSubscription:
             self.connected = True
             self.connects += 1
             block: list[str] = []
-            for line in response.iter_lines(decode_unicode=True):
+            for raw in response.iter_lines():
                 if self._stop.is_set():
                     break
+                line = raw.decode('utf-8', 'replace')
                 if line:
                     block.append(line)
                     continue
