@@ -32,8 +32,10 @@ setup(
         'remote': ['pyzmq>=25'],
         # the ES pipeline's worker protocol (ding -m es, ding es-worker): msgpack frame headers
         'es': ['msgpack>=1.0'],
+        # OpenTelemetry traces of a run (service.tracing): the SDK, and its OTLP/HTTP exporter for a collector
+        'otel': ['opentelemetry-sdk>=1.20', 'opentelemetry-exporter-otlp-proto-http>=1.20'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
-        # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
+        # libraries so the replay tests run instead of skipping, and the envpool, atari and otel extras'
         'test': [
             'pytest>=8.0',
             'pytest-timeout>=2.3',
@@ -47,6 +49,8 @@ setup(
             'opencv-python-headless>=4.8',
             'pyzmq>=25',
             'msgpack>=1.0',
+            'opentelemetry-sdk>=1.20',
+            'opentelemetry-exporter-otlp-proto-http>=1.20',
         ],
     },
     entry_points={
