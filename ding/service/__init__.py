@@ -46,6 +46,7 @@ from ding.config.errors import ConfigError
 from ding.config.writer import REDACTED
 from ding.utils.lazy_import import lazy_exports
 
+TRACING_DEFAULTS = dict(enable=False, otlp_endpoint=None, service_name='ding-learner')
 SERVICE_DEFAULTS = dict(
     enable=False,
     host='127.0.0.1',
@@ -55,9 +56,8 @@ SERVICE_DEFAULTS = dict(
     json_log_every=100,
     health_stuck_seconds=300.0,
     weights_freq=100,
-    tracing=None,  # filled from TRACING_DEFAULTS
+    tracing=TRACING_DEFAULTS,
 )
-TRACING_DEFAULTS = dict(enable=False, otlp_endpoint=None, service_name='ding-learner')
 # What the otel extra installs; tracing.enable=True is refused up front without them.
 OTEL_MODULES = ('opentelemetry.sdk', 'opentelemetry.exporter.otlp.proto.http')
 

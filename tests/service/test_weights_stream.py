@@ -110,8 +110,11 @@ def test_the_stream_needs_the_token_and_bounds_its_subscribers(stream_server):
         assert full.status_code == 429 and full.json()['code'] == 602
         assert 'at most 2' in full.json()['message']
     finally:
+        t0 = time.monotonic()
         for follower in followers:
             follower.close()
+    assert time.monotonic() - t0 < 2  # closing interrupts the blocked read (no wait for a keep-alive)
+    assert not any(follower.subscription.alive for follower in followers)
     assert wait_until(lambda: server.subscribers == 0, 5)  # closed streams free their places
     with pytest.raises(ValueError, match="run's token"):
         WeightsFollower(WeightsClient(server.address), make_dqn_policy().collect_mode, subscribe=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -30,6 +31,24 @@ def parse_sse_event(lines: list[str]) -> tuple[str, str] | None:
         elif field == 'data':
             data.append(value)
     return (name, '\n'.join(data)) if data else None
+
+
+def _interrupt(response: requests.Response) -> None:
+    """Wake a thread blocked reading ``response``: closing a response does not interrupt a read in progress,
+    shutting its socket down does."""
+    try:
+        fd = response.raw.fileno()
+    except (OSError, ValueError, AttributeError):  # no socket (any more)
+        fd = -1
+    if fd >= 0:
+        # A duplicate of the descriptor: shutting it down ends the connection the reader waits on; closing
+        # it leaves the reader's own descriptor to the reader.
+        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as duplicate:
+            try:
+                duplicate.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed
+                pass
+    response.close()
 
 
 class WeightsSubscription:
@@ -76,7 +95,7 @@ class WeightsSubscription:
             response = self._response
             self._cond.notify_all()
         if response is not None:
-            response.close()  # unblocks the reading thread
+            _interrupt(response)
         self._thread.join(timeout)
         self._session.close()
 
