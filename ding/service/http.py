@@ -124,6 +124,7 @@ class ServiceServer(HttpService):
         tls: TlsSettings | None = None,
         max_subscribers: int = MAX_WEIGHTS_SUBSCRIBERS,
         keepalive_seconds: float = STREAM_KEEPALIVE_SECONDS,
+        stream_token: str | None = None,
     ) -> None:
         super().__init__(host, port, limits=limits, tls=tls)
         if control is not None and not token:
@@ -135,6 +136,7 @@ class ServiceServer(HttpService):
         self.info = dict(info or {})
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._stream_token = stream_token  # also opens /weights/stream (weights_stream_token of the run secret)
         self.max_subscribers = int(max_subscribers)
         self.keepalive_seconds = float(keepalive_seconds)
         self._subscribers = 0
@@ -222,11 +224,14 @@ class ServiceServer(HttpService):
         return self._token
 
     # ---- auth ------------------------------------------------------------------------------------------
-    def _check_run_token(self) -> None:
+    def _check_run_token(self, also: str | None = None) -> None:
+        """The request carries the run's token (or ``also``, another token this route accepts); 401 / 403."""
         given = request.headers.get('X-Ding-Token')
         auth = request.headers.get('Authorization', '')
         if not given and auth.lower().startswith('bearer '):
             given = auth[7:].strip()
+        if given and also and hmac.compare_digest(given.encode(), also.encode()):
+            return
         if not given:
             _refuse(
                 ServiceErrorCode.TOKEN_NOT_GIVEN,
@@ -343,9 +348,9 @@ class ServiceServer(HttpService):
     def _raw_weights_stream(self) -> Response:
         """Server-sent events: one ``weights`` event per published version (identity and signature, no
         tensors), the current one first; a comment line every ``keepalive_seconds`` when idle. Needs the
-        run's token; at most ``max_subscribers`` at once (429 past that)."""
+        run's token or ``stream_token``; at most ``max_subscribers`` at once (429 past that)."""
         try:
-            self._check_run_token()
+            self._check_run_token(also=self._stream_token)
         except ResponsibleException as err:
             return _envelope(err.get_response(), err.status_code)
         store = self._mounted(self.weights)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ding.interaction.base.auth import resolve_run_secret
 from ding.utils.tls import TlsSettings
-from ding.utils.weights_signing import weights_signing_key
+from ding.utils.weights_signing import weights_signing_key, weights_stream_token
 from ding.worker.learner.learner_hook import iterations_done
 from ding.worker.learner.nan_guard import add_nan_guard_listener, remove_nan_guard_listener
 
@@ -81,6 +81,7 @@ class ServiceRuntime:
         self._learner: Any = None
         self._extract: Callable[[Any], dict[str, Any]] = model_weights
         self.tracer: Any = None
+        self._stream_token: str | None = None
         if self.cfg.tracing.enable:
             # Imported only here: OpenTelemetry is an optional extra (checked by check_service_config).
             from .tracing import RunTracer
@@ -96,6 +97,7 @@ class ServiceRuntime:
             self.control.heartbeat_listeners.append(self.metrics.beat)  # keeps beating while paused
             if serve_weights:
                 secret = run_secret if run_secret is not None else resolve_run_secret(None)
+                self._stream_token = weights_stream_token(secret) if secret else None
                 self.weights = WeightsStore(
                     latest_version=lambda: self.control.iteration,
                     run_id=self.run_id,
@@ -236,7 +238,15 @@ class ServiceRuntime:
             'config_hash': self.config_hash,
         }
         server = ServiceServer(
-            self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info, tls=self._tls
+            self.cfg.host,
+            self.cfg.port,
+            token,
+            self.control,
+            self.metrics,
+            self.weights,
+            info,
+            tls=self._tls,
+            stream_token=self._stream_token,
         )
         server.start()
         self.server = server

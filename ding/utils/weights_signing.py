@@ -15,6 +15,7 @@ HEADER_SIGNATURE = 'X-Weights-Signature'
 SIGNATURE_SCHEME = 'hmac-sha256'
 # Binds a derived key to this one use: a key for weights never verifies another protocol's MAC.
 _KEY_PURPOSE = b'ding weights signing v1'
+_STREAM_PURPOSE = b'ding weights stream v1'
 
 
 def weights_signing_key(run_secret: str) -> bytes:
@@ -22,6 +23,14 @@ def weights_signing_key(run_secret: str) -> bytes:
     if not isinstance(run_secret, str) or not run_secret:
         raise ValueError('weights signing needs a non-empty run secret')
     return hmac.new(run_secret.encode(), _KEY_PURPOSE, hashlib.sha256).digest()
+
+
+def weights_stream_token(run_secret: str) -> str:
+    """A read-only credential for ``GET /weights/stream`` derived from the run secret: the run's actors hold the
+    secret, not the service's control token, and this token grants nothing else."""
+    if not isinstance(run_secret, str) or not run_secret:
+        raise ValueError('a weights stream token needs a non-empty run secret')
+    return hmac.new(run_secret.encode(), _STREAM_PURPOSE, hashlib.sha256).hexdigest()
 
 
 def check_run_id(run_id: str) -> str:
@@ -53,6 +62,7 @@ __all__ = [
     'HEADER_SIGNATURE',
     'SIGNATURE_SCHEME',
     'weights_signing_key',
+    'weights_stream_token',
     'check_run_id',
     'sign_weights',
     'signature_matches',

@@ -250,8 +250,8 @@ class WeightsFollower:
     keeps its last good weights and ``sync()`` returns False.
 
     ``subscribe=True``: instead of asking the server at every ``sync()``, listen to ``/weights/stream``
-    (the client needs the run's token); ``sync()`` then fetches only after an announcement of a version not
-    loaded yet, and ``wait(timeout)`` blocks until one comes. ``skipped_versions`` counts announced versions
+    (the client needs the run's token); while the stream is up ``sync()`` fetches only after an announcement
+    of a version not loaded yet (while it is not, it polls), and ``wait(timeout)`` blocks until one comes. ``skipped_versions`` counts announced versions
     that were never loaded because a newer one superseded them first. ``close()`` ends the stream.
     """
 
@@ -305,10 +305,13 @@ class WeightsFollower:
 
     def sync(self) -> bool:
         """True when new weights were loaded."""
-        if self.subscription is not None:
-            self._pending.update(self.subscription.take_announced())
-            latest = self.subscription.latest
-            if latest is None or latest.get('sha256') == self.sha256:
+        sub = self.subscription
+        if sub is not None:
+            self._pending.update(sub.take_announced())
+            latest = sub.latest
+            # While the stream is not up (starting, or reconnecting) this polls, so a fresh follower loads the
+            # current weights at once and a dropped stream delays nothing; once up, only announcements fetch.
+            if sub.connected and (latest is None or latest.get('sha256') == self.sha256):
                 self.last_error = None
                 return False
         got = self.client.fetch(if_none_match=self.sha256)
