@@ -16,7 +16,7 @@ import hmac
 import json
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
 
@@ -33,6 +33,7 @@ from ding.utils.weights_signing import HEADER_RUN_ID, HEADER_SIGNATURE
 from .metrics import ServiceMetrics
 from .run_control import RunControl, RunStateError, TuneError
 from .weights import WeightsStore
+from .weights_stream import WeightsStreams
 
 _Part = TypeVar('_Part')
 
@@ -137,11 +138,7 @@ class ServiceServer(HttpService):
         self._inflight = 0
         self._inflight_cond = threading.Condition()
         self._stream_token = stream_token  # also opens /weights/stream (weights_stream_token of the run secret)
-        self.max_subscribers = int(max_subscribers)
-        self.keepalive_seconds = float(keepalive_seconds)
-        self._subscribers = 0
-        self._subscribers_lock = threading.Lock()
-        self._streams_end = threading.Event()
+        self.streams = WeightsStreams(weights, max_subscribers, keepalive_seconds) if weights is not None else None
 
     # ---- app -------------------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
@@ -182,9 +179,8 @@ class ServiceServer(HttpService):
 
     def close(self, drain_seconds: float = 2.0) -> None:
         """Let requests being answered finish (up to ``drain_seconds``), then stop serving."""
-        self._streams_end.set()
-        if self.weights is not None:
-            self.weights.wake()  # streams end at once instead of at their next keep-alive
+        if self.streams is not None:
+            self.streams.end()
         with self._inflight_cond:
             self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_seconds)
         super().close()
@@ -192,8 +188,7 @@ class ServiceServer(HttpService):
     @property
     def subscribers(self) -> int:
         """Open ``GET /weights/stream`` connections."""
-        with self._subscribers_lock:
-            return self._subscribers
+        return self.streams.subscribers if self.streams is not None else 0
 
     def _counted(self, view: Callable[[], Any]) -> Callable[[], Any]:
         def counted() -> Any:
@@ -346,51 +341,24 @@ class ServiceServer(HttpService):
         return Response(current.payload, status=200, headers=headers, mimetype=CONTENT_TYPE)
 
     def _raw_weights_stream(self) -> Response:
-        """Server-sent events: one ``weights`` event per published version (identity and signature, no
-        tensors), the current one first; a comment line every ``keepalive_seconds`` when idle. Needs the
-        run's token or ``stream_token``; at most ``max_subscribers`` at once (429 past that)."""
+        """Server-sent events (``ding.service.weights_stream``), for the run's token or ``stream_token``; at
+        most ``max_subscribers`` at once (429 past that)."""
         try:
             self._check_run_token(also=self._stream_token)
         except ResponsibleException as err:
             return _envelope(err.get_response(), err.status_code)
-        store = self._mounted(self.weights)
-        with self._subscribers_lock:
-            if self._subscribers >= self.max_subscribers:
-                return _envelope(
-                    failure_response(
-                        ServiceErrorCode.WEIGHTS_STREAM_FULL,
-                        f'too many weights stream subscribers (at most {self.max_subscribers}); poll /weights/meta',
-                        {'max_subscribers': self.max_subscribers},
-                    ),
-                    429,
-                    {'Retry-After': '5'},
-                )
-            self._subscribers += 1
-        response = Response(
-            self._stream_events(store),
-            status=200,
-            mimetype='text/event-stream',
-            headers={'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no'},
-        )
-        response.call_on_close(self._unsubscribe)  # also when the generator never started
-        return response
-
-    def _unsubscribe(self) -> None:
-        with self._subscribers_lock:
-            self._subscribers -= 1
-
-    def _stream_events(self, store: WeightsStore) -> Iterator[bytes]:
-        yield b': weights stream\n\n'  # lets the client see the stream is open before the first version
-        seq = -1
-        while not self._streams_end.is_set():
-            seq, announcements = store.wait_announcements(seq, self.keepalive_seconds)
-            if self._streams_end.is_set():
-                break
-            for announcement in announcements:
-                data = json.dumps(announcement, separators=(',', ':'))
-                yield f'event: weights\nid: {announcement["version"]}\ndata: {data}\n\n'.encode()
-            if not announcements:
-                yield b': keep-alive\n\n'
+        streams = self._mounted(self.streams)
+        if not streams.acquire():
+            return _envelope(
+                failure_response(
+                    ServiceErrorCode.WEIGHTS_STREAM_FULL,
+                    f'too many weights stream subscribers (at most {streams.max_subscribers}); poll /weights/meta',
+                    {'max_subscribers': streams.max_subscribers},
+                ),
+                429,
+                {'Retry-After': '5'},
+            )
+        return streams.response()
 
     # ---- /metrics, /healthz ----------------------------------------------------------------------------
     def _raw_metrics(self) -> Response:
