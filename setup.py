@@ -36,8 +36,11 @@ setup(
         'es': ['msgpack>=1.0'],
         # `ding plot`: learning curves of runs drawn with matplotlib
         'plot': ['matplotlib>=3.5'],
+        # OpenTelemetry traces of a run (service.tracing): the SDK, and its OTLP/HTTP exporter for a collector
+        'otel': ['opentelemetry-sdk>=1.20', 'opentelemetry-exporter-otlp-proto-http>=1.20'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
-        # libraries so the replay tests run instead of skipping, and the envpool, atari and mujoco extras' (ding.envs)
+        # libraries so the replay tests run instead of skipping, and the envpool, atari, mujoco, plot and otel
+        # extras' (ding.envs, ding plot, service.tracing)
         'test': [
             'pytest>=8.0',
             'pytest-timeout>=2.3',
@@ -53,6 +56,8 @@ setup(
             'pyzmq>=25',
             'msgpack>=1.0',
             'matplotlib>=3.5',
+            'opentelemetry-sdk>=1.20',
+            'opentelemetry-exporter-otlp-proto-http>=1.20',
         ],
     },
     entry_points={

@@ -71,6 +71,8 @@ CHOICES = {
     'multi_learner.assignment': ('random', 'bins'),
     'multi_learner.on_group_done': ('assist', 'short'),
     'multi_learner.backend': ('gloo', 'nccl'),
+    # parallel collectors with policy_transport='http': poll /weights/current, or follow /weights/stream
+    'weights_refresh': ('poll', 'subscribe'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.

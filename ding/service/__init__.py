@@ -14,6 +14,11 @@ flask and prometheus-client, about half a second)::
         health_stuck_seconds=300.0,  # /healthz answers 503 after this long without an iteration
         weights_freq=100,            # publish weights every N iterations (0: never periodically); also at
                                      # start, pause and end, and on demand when /weights/* is read
+        tracing=dict(                # OpenTelemetry spans (sampling, iterations, checkpoints); needs ding[otel]
+            enable=False,
+            otlp_endpoint=None,      # e.g. 'http://127.0.0.1:4318' (OTLP/HTTP); None: spans are not exported
+            service_name='ding-learner',
+        ),
     )
 
 This package's top level imports nothing heavy. Its modules: ``runtime`` (``ServiceRuntime``: one run's
@@ -21,7 +26,8 @@ parts), ``learner_hooks`` (the hooks that feed them), ``tunables`` (the settings
 registered through the runtime so each gets its gauge), ``hooks`` (the serial pipeline's wiring; re-exports
 the names above), ``run_control`` and ``tune_bounds`` (the pause / tune / terminate state machine and what
 may change), ``http`` (the server), ``weights`` (``WeightsStore``, the server side of ``/weights/*``),
-``metrics``, ``json_log`` and ``run_file`` (``run.json``). The weights client lives below the workers in
+``weights_stream`` (``/weights/stream``), ``metrics``, ``tracing`` (OpenTelemetry spans, the optional ``otel``
+extra), ``json_log`` and ``run_file`` (``run.json``). The weights client lives below the workers in
 ``ding.worker.collector.weights_client`` (re-exported by ``ding.service.weights``); ``ding ctl`` is
 ``ding.entry.ctl``.
 """
@@ -29,9 +35,11 @@ may change), ``http`` (the server), ``weights`` (``WeightsStore``, the server si
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import math
 from collections.abc import Mapping
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 from easydict import EasyDict
 
@@ -39,6 +47,7 @@ from ding.config.errors import ConfigError
 from ding.config.writer import REDACTED
 from ding.utils.lazy_import import lazy_exports
 
+TRACING_DEFAULTS = dict(enable=False, otlp_endpoint=None, service_name='ding-learner')
 SERVICE_DEFAULTS = dict(
     enable=False,
     host='127.0.0.1',
@@ -48,7 +57,10 @@ SERVICE_DEFAULTS = dict(
     json_log_every=100,
     health_stuck_seconds=300.0,
     weights_freq=100,
+    tracing=TRACING_DEFAULTS,
 )
+# What the otel extra installs; tracing.enable=True is refused up front without them.
+OTEL_MODULES = ('opentelemetry.sdk', 'opentelemetry.exporter.otlp.proto.http')
 
 
 def _error(message: str) -> Exception:
@@ -97,9 +109,66 @@ def check_service_config(section: Mapping[str, Any] | None) -> EasyDict:
     stuck = cfg.health_stuck_seconds
     if isinstance(stuck, bool) or not isinstance(stuck, (int, float)) or math.isnan(stuck) or not stuck > 0:
         problems.append(f'service.health_stuck_seconds: expected a number > 0, got {stuck!r}')
+    try:
+        cfg.tracing = check_tracing_config(cfg.tracing)
+    except ConfigError as exc:
+        problems.append(str(exc))
     if problems:
         raise _error('invalid service config:\n  ' + '\n  '.join(problems))
     cfg.health_stuck_seconds = float(stuck)
+    return cfg
+
+
+def service_section_enabled(section: Any) -> bool:
+    """Whether a ``service`` section asks for anything (the HTTP server, the JSON log or traces)."""
+    if not isinstance(section, Mapping):
+        return False
+    tracing = section.get('tracing')
+    traced = isinstance(tracing, Mapping) and bool(tracing.get('enable'))
+    return bool(section.get('enable') or section.get('json_log') or traced)
+
+
+def _otel_installed() -> bool:
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in OTEL_MODULES)
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def check_tracing_config(section: Mapping[str, Any] | None) -> EasyDict:
+    """``service.tracing`` merged over ``TRACING_DEFAULTS``; ``ConfigError`` naming ``service.tracing.KEY``,
+    and naming the ``otel`` extra when tracing is enabled without it."""
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        raise _error(f'service.tracing: expected a dict (section), got {type(section).__name__} {section!r}')
+    unknown = sorted(set(section) - set(TRACING_DEFAULTS))
+    if unknown:
+        raise _error(
+            f'unknown key(s) in service.tracing: {", ".join(map(str, unknown))}; valid keys: {sorted(TRACING_DEFAULTS)}'
+        )
+    cfg = EasyDict(dict(TRACING_DEFAULTS, **section))
+    if not isinstance(cfg.enable, bool):
+        raise _error(f'service.tracing.enable: expected True or False, got {cfg.enable!r}')
+    endpoint = cfg.otlp_endpoint
+    if endpoint is not None:
+        parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
+        try:
+            port_ok = parts is not None and parts.port is not None
+        except ValueError:
+            port_ok = False
+        if parts is None or parts.scheme not in ('http', 'https') or not parts.hostname or not port_ok:
+            raise _error(
+                f"service.tracing.otlp_endpoint: expected None or 'http(s)://HOST:PORT' (an OTLP/HTTP collector, "
+                f"e.g. 'http://127.0.0.1:4318'), got {endpoint!r}"
+            )
+    if not isinstance(cfg.service_name, str) or not cfg.service_name.strip():
+        raise _error(f'service.tracing.service_name: expected a non-empty string, got {cfg.service_name!r}')
+    if cfg.enable and not _otel_installed():
+        raise _error(
+            "service.tracing.enable=True needs OpenTelemetry, which is not installed: pip install 'ding[otel]' "
+            '(opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http)'
+        )
     return cfg
 
 
@@ -123,7 +192,13 @@ _EXPORTS = {
     'serve': '.http',
 }
 
-__all__ = ['SERVICE_DEFAULTS', 'check_service_config'] + list(_EXPORTS)
+__all__ = [
+    'SERVICE_DEFAULTS',
+    'TRACING_DEFAULTS',
+    'check_service_config',
+    'check_tracing_config',
+    'service_section_enabled',
+] + list(_EXPORTS)
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

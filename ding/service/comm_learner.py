@@ -18,6 +18,7 @@ from ding.interaction.config import WILDCARD_HOSTS
 from ding.utils.tls import TlsSettings
 from ding.worker.learner.comm.base_comm_learner import BaseCommLearner, LearnerObserver
 
+from . import service_section_enabled
 from .runtime import ServiceRuntime
 from .tunables import register_batch_size_attribute, register_loss_weights
 
@@ -41,8 +42,10 @@ class CommLearnerService(LearnerObserver):
         log: Callable[[str], None] | None = None,
         tls: TlsSettings | None = None,
         worker_host: str | None = None,
+        run_secret: str | None = None,
     ) -> None:
         self._name = name
+        self._run_secret = run_secret  # signs the published weights (a key derived from it; never sent)
         # the worker's own address (its system entry's host): what other machines reach this learner by, handed
         # out with the weights' port when the service listens on every interface
         self._worker_host = worker_host
@@ -59,7 +62,7 @@ class CommLearnerService(LearnerObserver):
 
     def learner_created(self, learner: Any, task_info: dict[str, Any]) -> None:
         section = task_info.get('service')
-        if not isinstance(section, dict) or not (section.get('enable') or section.get('json_log')):
+        if not isinstance(section, dict) or not service_section_enabled(section):
             return
         runtime = self._runtime
         if runtime is None:
@@ -70,6 +73,7 @@ class CommLearnerService(LearnerObserver):
                 instance=self._name,
                 log=self._log,
                 tls=self._tls,
+                run_secret=self._run_secret,
             )
             self._runtime = runtime
         runtime.attach_learner(learner, control_hook=True, on_terminate=_stop_learner)
@@ -115,6 +119,7 @@ def attach_comm_learner_service(comm: BaseCommLearner, log: Callable[[str], None
         log=log or log_to_comm,
         tls=TlsSettings.from_config(cfg.get('tls')),  # system.tls, put in the worker's config by parallel_worker
         worker_host=cfg.get('host'),
+        run_secret=cfg.get('secret'),  # set by parallel_worker from system.secret_file / $DING_RUN_SECRET
     )
     comm.add_learner_observer(service)
     return service

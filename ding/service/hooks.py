@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from . import check_service_config
+from . import check_service_config, service_section_enabled
 from .learner_hooks import MetricsHook, PublishWeightsHook, RunControlHook, TimedCheckpointHook, time_checkpoint_hooks
 from .run_file import RUN_FILE, new_run_id, read_run_file, run_file_path, write_run_file
 from .runtime import ServiceRuntime, start_service
@@ -21,9 +21,8 @@ from .tunables import register_batch_size_attribute, register_loss_weights, regi
 
 
 def service_enabled(cfg: Mapping[str, Any]) -> bool:
-    """Whether ``cfg.service`` asks for anything (the HTTP server or the JSON log)."""
-    section = cfg.get('service') if isinstance(cfg, Mapping) else None
-    return isinstance(section, Mapping) and bool(section.get('enable') or section.get('json_log'))
+    """Whether ``cfg.service`` asks for anything (the HTTP server, the JSON log or traces)."""
+    return service_section_enabled(cfg.get('service') if isinstance(cfg, Mapping) else None)
 
 
 def attach_serial_service(parts: Any) -> ServiceRuntime | None:

@@ -28,10 +28,12 @@ from ding.interaction.base.limits import HttpLimits
 from ding.interaction.base.server import HttpService, Route, build_app
 from ding.utils.tls import TlsSettings
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches
+from ding.utils.weights_signing import HEADER_RUN_ID, HEADER_SIGNATURE
 
 from .metrics import ServiceMetrics
 from .run_control import RunControl, RunStateError, TuneError
 from .weights import WeightsStore
+from .weights_stream import WeightsStreams
 
 _Part = TypeVar('_Part')
 
@@ -40,6 +42,10 @@ WEIGHTS_REFRESH_SECONDS = 2.0
 # Longest a request may ask to wait for the loop (pause drained, tune applied, final checkpoint written).
 MAX_WAIT_SECONDS = 120.0
 DEFAULT_WAIT_SECONDS = 10.0
+# GET /weights/stream: how many subscribers at once, and how often an idle stream sends a keep-alive comment
+# (which is also how often a stream notices that the server stops).
+MAX_WEIGHTS_SUBSCRIBERS = 64
+STREAM_KEEPALIVE_SECONDS = 15.0
 
 
 class ServiceErrorCode(IntEnum):
@@ -60,6 +66,7 @@ class ServiceErrorCode(IntEnum):
     TUNE_NOT_SUPPORTED = 504
     TUNE_INVALID = 505
     WEIGHTS_NOT_PUBLISHED = 601
+    WEIGHTS_STREAM_FULL = 602
     UNHEALTHY = 701
 
 
@@ -116,6 +123,9 @@ class ServiceServer(HttpService):
         info: dict[str, Any] | None = None,
         limits: HttpLimits | None = None,
         tls: TlsSettings | None = None,
+        max_subscribers: int = MAX_WEIGHTS_SUBSCRIBERS,
+        keepalive_seconds: float = STREAM_KEEPALIVE_SECONDS,
+        stream_token: str | None = None,
     ) -> None:
         super().__init__(host, port, limits=limits, tls=tls)
         if control is not None and not token:
@@ -127,6 +137,8 @@ class ServiceServer(HttpService):
         self.info = dict(info or {})
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._stream_token = stream_token  # also opens /weights/stream (weights_stream_token of the run secret)
+        self.streams = WeightsStreams(weights, max_subscribers, keepalive_seconds) if weights is not None else None
 
     # ---- app -------------------------------------------------------------------------------------------
     def _routes(self) -> list[Route]:
@@ -158,6 +170,7 @@ class ServiceServer(HttpService):
             raw.append(('/metrics', self._raw_metrics))
         if self.weights is not None:
             raw.append(('/weights/current', self._raw_weights_current))
+            raw.append(('/weights/stream', self._raw_weights_stream))
         for rule, view in raw:
             app.add_url_rule(
                 rule, endpoint=rule, view_func=self._counted(view), methods=['GET'], provide_automatic_options=False
@@ -166,9 +179,16 @@ class ServiceServer(HttpService):
 
     def close(self, drain_seconds: float = 2.0) -> None:
         """Let requests being answered finish (up to ``drain_seconds``), then stop serving."""
+        if self.streams is not None:
+            self.streams.end()
         with self._inflight_cond:
             self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_seconds)
         super().close()
+
+    @property
+    def subscribers(self) -> int:
+        """Open ``GET /weights/stream`` connections."""
+        return self.streams.subscribers if self.streams is not None else 0
 
     def _counted(self, view: Callable[[], Any]) -> Callable[[], Any]:
         def counted() -> Any:
@@ -199,11 +219,14 @@ class ServiceServer(HttpService):
         return self._token
 
     # ---- auth ------------------------------------------------------------------------------------------
-    def _check_run_token(self) -> None:
+    def _check_run_token(self, also: str | None = None) -> None:
+        """The request carries the run's token (or ``also``, another token this route accepts); 401 / 403."""
         given = request.headers.get('X-Ding-Token')
         auth = request.headers.get('Authorization', '')
         if not given and auth.lower().startswith('bearer '):
             given = auth[7:].strip()
+        if given and also and hmac.compare_digest(given.encode(), also.encode()):
+            return
         if not given:
             _refuse(
                 ServiceErrorCode.TOKEN_NOT_GIVEN,
@@ -309,9 +332,33 @@ class ServiceServer(HttpService):
             'ETag': current.etag,
             'Cache-Control': 'no-cache',
         }
+        if current.run_id:
+            headers[HEADER_RUN_ID] = current.run_id
+        if current.signature is not None:
+            headers[HEADER_SIGNATURE] = current.signature
         if etag_matches(request.headers.get('If-None-Match'), current.sha256):
             return Response(status=304, headers=headers)
         return Response(current.payload, status=200, headers=headers, mimetype=CONTENT_TYPE)
+
+    def _raw_weights_stream(self) -> Response:
+        """Server-sent events (``ding.service.weights_stream``), for the run's token or ``stream_token``; at
+        most ``max_subscribers`` at once (429 past that)."""
+        try:
+            self._check_run_token(also=self._stream_token)
+        except ResponsibleException as err:
+            return _envelope(err.get_response(), err.status_code)
+        streams = self._mounted(self.streams)
+        if not streams.acquire():
+            return _envelope(
+                failure_response(
+                    ServiceErrorCode.WEIGHTS_STREAM_FULL,
+                    f'too many weights stream subscribers (at most {streams.max_subscribers}); poll /weights/meta',
+                    {'max_subscribers': streams.max_subscribers},
+                ),
+                429,
+                {'Retry-After': '5'},
+            )
+        return streams.response()
 
     # ---- /metrics, /healthz ----------------------------------------------------------------------------
     def _raw_metrics(self) -> Response:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -136,22 +136,27 @@ class RunControlHook(LearnerHook):
 
 
 class TimedCheckpointHook(LearnerHook):
-    """Runs a save-checkpoint hook and reports how long each checkpoint it writes took."""
+    """Runs a save-checkpoint hook and reports how long each checkpoint it writes took to each of ``observe``
+    (one callable or several: the metrics' histogram, the tracer's span)."""
 
-    def __init__(self, inner: LearnerHook, observe: Callable[[float], None]) -> None:
+    def __init__(
+        self, inner: LearnerHook, observe: Callable[[float], None] | Sequence[Callable[[float], None]]
+    ) -> None:
         super().__init__(inner.name, inner.priority, position=inner.position)
         self.inner = inner
-        self.observe = observe
+        self.observers = list(observe) if isinstance(observe, Sequence) else [observe]
 
     def __call__(self, engine: Any) -> None:
         before = getattr(engine, 'last_checkpoint', None)
         t0 = perf_counter()
         self.inner(engine)
         if getattr(engine, 'last_checkpoint', None) is not before:  # write_checkpoint records every checkpoint
-            self.observe(perf_counter() - t0)
+            seconds = perf_counter() - t0
+            for observe in self.observers:
+                observe(seconds)
 
 
-def time_checkpoint_hooks(learner: Any, observe: Callable[[float], None]) -> int:
+def time_checkpoint_hooks(learner: Any, observe: Callable[[float], None] | Sequence[Callable[[float], None]]) -> int:
     """Wrap the learner's save-checkpoint hooks in ``TimedCheckpointHook``; returns how many."""
     n = 0
     for hooks in learner.hooks.values():

@@ -62,6 +62,17 @@ class ServiceMetrics:
         self.entropy = Gauge('learner_entropy', 'Policy entropy of the last iteration', registry=r)
         self.total_loss = Gauge('learner_total_loss', 'Total loss of the last iteration', registry=r)
         self.learning_rate = Gauge('learner_learning_rate', 'Learning rate of the last iteration (cur_lr)', registry=r)
+        self.kl = Gauge(
+            'learner_kl',
+            'Approximate KL divergence between the old and new policy (approx_kl) of the last iteration',
+            registry=r,
+        )
+        self.samples = Counter(
+            'learner_samples',
+            'Training batches asked for, by outcome (ok: a batch came back; empty: not enough data yet)',
+            ['status'],
+            registry=r,
+        )
         self.sample_latency = Histogram(
             'learner_sample_latency_seconds',
             'Time to get one training batch',
@@ -122,7 +133,10 @@ class ServiceMetrics:
         )
         # NaN ("no value yet") rather than a misleading 0 until the policy reports the value; a policy that
         # never reports one (DQN has no entropy) keeps NaN.
-        for gauge in (self.policy_loss, self.value_loss, self.entropy, self.total_loss, self.learning_rate):
+        self.weights_subscribers = Gauge(
+            'learner_weights_stream_subscribers', 'Open GET /weights/stream connections', registry=r
+        )
+        for gauge in (self.policy_loss, self.value_loss, self.entropy, self.total_loss, self.learning_rate, self.kl):
             gauge.set(float('nan'))
         self._env_steps_seen = 0
         self._env_lock = threading.Lock()
@@ -150,11 +164,15 @@ class ServiceMetrics:
             entropy = get('entropy', get('entropy_loss'))
             if entropy is not None:
                 self.entropy.set(entropy)
+            kl = get('approx_kl')
+            if kl is not None:
+                self.kl.set(kl)
             lr = get('cur_lr')
             if lr is not None:
                 self.learning_rate.set(lr)
             data_time = get('data_time')  # set by BaseLearner.start() (parallel mode)
             if data_time is not None:
+                self.samples.labels(status='ok').inc()
                 self.sample_latency.observe(data_time)
             lag = get('policy_lag_mean')
             if lag is not None:
@@ -163,7 +181,8 @@ class ServiceMetrics:
     def beat(self) -> None:
         self.heartbeat.set(time.time())
 
-    def observe_sample(self, seconds: float, lag: float | None = None) -> None:
+    def observe_sample(self, seconds: float, lag: float | None = None, status: str = 'ok') -> None:
+        self.samples.labels(status=status).inc()
         self.sample_latency.observe(seconds)
         if lag is not None:
             self.policy_lag.observe(lag)
@@ -203,6 +222,9 @@ class ServiceMetrics:
         state = event.get('state')
         if state in RUN_STATES:
             self.state.state(state)
+
+    def track_weights_subscribers(self, fn: Callable[[], float]) -> None:
+        self.weights_subscribers.set_function(_safe(fn))
 
     def track_hyperparameters(self, getters: dict[str, Callable[[], Any]]) -> None:
         """Export ``learner_hyperparameter{key}`` read from each getter at scrape time."""

@@ -10,8 +10,10 @@ from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
+from ding.interaction.base.auth import resolve_run_secret
 from ding.utils.console import say
 from ding.utils.tls import TlsSettings
+from ding.utils.weights_signing import weights_signing_key, weights_stream_token
 from ding.worker.learner.learner_hook import iterations_done
 from ding.worker.learner.nan_guard import add_nan_guard_listener, remove_nan_guard_listener
 
@@ -40,6 +42,12 @@ class ServiceRuntime:
     ``enable`` builds metrics, the weights store (unless ``serve_weights=False``, e.g. in a coordinator)
     and the HTTP server; ``json_log`` the JSON event log; the ``RunControl`` always exists (the HTTP
     server is its only remote entry point). ``log``: where human-readable event lines go.
+
+    ``run_secret``: the run secret (None: ``$DING_RUN_SECRET`` when set); the weights are signed with a key
+    derived from it, and published unsigned when there is none.
+
+    ``tracing.enable`` builds ``tracer`` (``ding.service.tracing.RunTracer``; ``span_exporter``: an extra
+    exporter, e.g. the SDK's in-memory one).
     """
 
     def __init__(
@@ -52,6 +60,8 @@ class ServiceRuntime:
         log: Callable[[str], None] | None = None,
         serve_weights: bool = True,
         tls: TlsSettings | None = None,
+        run_secret: str | None = None,
+        span_exporter: Any = None,
     ) -> None:
         self.cfg = check_service_config(cfg)
         self._tls = tls  # system.tls of a parallel run: the server speaks HTTPS only
@@ -70,6 +80,13 @@ class ServiceRuntime:
         self._ended = False
         self._learner: Any = None
         self._extract: Callable[[Any], dict[str, Any]] = model_weights
+        self.tracer: Any = None
+        self._stream_token: str | None = None
+        if self.cfg.tracing.enable:
+            # Imported only here: OpenTelemetry is an optional extra (checked by check_service_config).
+            from .tracing import RunTracer
+
+            self.tracer = RunTracer(self.cfg.tracing, self.run_id, exp_name, exporter=span_exporter)
         if self.cfg.json_log:
             self.events = JsonEventLog(
                 events_path(exp_name), self.run_id, instance, config_hash, iteration_fn=lambda: self.control.iteration
@@ -79,7 +96,13 @@ class ServiceRuntime:
             add_nan_guard_listener(self.metrics.nan_guard_event)  # the learner's guard reports to this run
             self.control.heartbeat_listeners.append(self.metrics.beat)  # keeps beating while paused
             if serve_weights:
-                self.weights = WeightsStore(latest_version=lambda: self.control.iteration)
+                secret = run_secret if run_secret is not None else resolve_run_secret(None)
+                self._stream_token = weights_stream_token(secret) if secret else None
+                self.weights = WeightsStore(
+                    latest_version=lambda: self.control.iteration,
+                    run_id=self.run_id,
+                    signing_key=weights_signing_key(secret) if secret else None,
+                )
                 self.weights.add_listener(self._on_publish)
         self.control.add_listener(self._on_control_event)
 
@@ -152,9 +175,16 @@ class ServiceRuntime:
                     'publish_weights_after_run', position='after_run', store=self.weights, extract=extract
                 )
             )
+        checkpoint_observers = []
         if self.metrics is not None:
-            time_checkpoint_hooks(learner, self.metrics.observe_checkpoint)
+            checkpoint_observers.append(self.metrics.observe_checkpoint)
             self.metrics.track_prefetch_queue(lambda: prefetch_queue_size(learner))
+        if self.tracer is not None:
+            checkpoint_observers.append(self.tracer.record_checkpoint)
+            for hook in self.tracer.hooks():
+                learner.register_hook(hook)
+        if checkpoint_observers:
+            time_checkpoint_hooks(learner, checkpoint_observers)
         if control_hook:
             learner.register_hook(RunControlHook(control=self.control, on_terminate=on_terminate))
         if learner.world_size == 1:  # a tune reaches this rank only: on several ranks they would drift apart
@@ -184,6 +214,8 @@ class ServiceRuntime:
         seconds = perf_counter() - t0
         if self.metrics is not None and path is not None:
             self.metrics.observe_checkpoint(seconds)
+        if self.tracer is not None and path is not None:
+            self.tracer.record_checkpoint(seconds)
         self.publish_weights(learner)
         return {
             'checkpoint': path,
@@ -206,10 +238,20 @@ class ServiceRuntime:
             'config_hash': self.config_hash,
         }
         server = ServiceServer(
-            self.cfg.host, self.cfg.port, token, self.control, self.metrics, self.weights, info, tls=self._tls
+            self.cfg.host,
+            self.cfg.port,
+            token,
+            self.control,
+            self.metrics,
+            self.weights,
+            info,
+            tls=self._tls,
+            stream_token=self._stream_token,
         )
         server.start()
         self.server = server
+        if self.metrics is not None:
+            self.metrics.track_weights_subscribers(lambda: server.subscribers)
         # The token itself is never printed: this line lands in log files other users may read.
         if run_file:
             self.run_file = os.path.join('.', self.exp_name, run_file)
@@ -238,6 +280,8 @@ class ServiceRuntime:
 
     def observe_sample(self, batch: Any, seconds: float, train_iter: int) -> None:
         """One batch sampled in ``seconds``; its mean policy lag from the samples' ``collect_iter``."""
+        if self.tracer is not None:
+            self.tracer.record_sample(seconds, ok=batch is not None)
         if self.metrics is None:
             return
         lag = None
@@ -250,7 +294,7 @@ class ServiceRuntime:
                     n += 1
             if n:
                 lag = train_iter - total / n
-        self.metrics.observe_sample(seconds, lag)
+        self.metrics.observe_sample(seconds, lag, status='empty' if batch is None else 'ok')
 
     def end_run(self, solved: bool, reason: str) -> None:
         """The pipeline is ending (solved, limits, terminate, error)."""
@@ -280,6 +324,8 @@ class ServiceRuntime:
                     pass
             if self.metrics is not None:
                 remove_nan_guard_listener(self.metrics.nan_guard_event)
+            if self.tracer is not None:
+                self.tracer.close()  # ends open spans and flushes the exporters
             if self.events is not None:
                 self.events.close()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,11 @@ from ding.utils.state_dict_codec import (
     unflatten_state_dict,
 )
 from ding.utils.weights_http import CONTENT_TYPE, HEADER_SHA256, HEADER_VERSION, etag_matches, normalize_address
+from ding.utils.weights_signing import SIGNATURE_SCHEME, check_run_id, sign_weights
 
 FORMAT = WEIGHTS_FORMAT
+# Announcements a stream can catch up on after a burst of publications (older ones are dropped).
+ANNOUNCEMENTS_KEPT = 256
 
 _LOG = logging.getLogger('ding.service.weights')
 
@@ -55,6 +59,8 @@ class PublishedWeights:
     sha256: str
     payload: bytes
     time: float
+    run_id: str = ''
+    signature: str | None = None  # HMAC-SHA256 over (run_id, version, sha256); None: unsigned
 
     @property
     def size(self) -> int:
@@ -72,7 +78,17 @@ class PublishedWeights:
             'time': self.time,
             'etag': self.etag,
             'format': FORMAT,
+            'run_id': self.run_id,
+            'signed': self.signature is not None,
+            'signature': self.signature,
+            'signature_scheme': SIGNATURE_SCHEME if self.signature is not None else None,
         }
+
+    def announcement(self) -> dict[str, Any]:
+        """What ``GET /weights/stream`` sends for this version: its identity and signature, not the tensors."""
+        meta = self.meta()
+        del meta['etag'], meta['format']
+        return meta
 
 
 class WeightsStore:
@@ -85,11 +101,28 @@ class WeightsStore:
     sets ``wanted`` when the stored version is older and waits for the training loop to publish
     (``PublishWeightsHook`` publishes at the next iteration when ``wanted`` is set), so weights are only
     serialised as often as someone asks for them.
+
+    Signing: with ``signing_key`` (``ding.utils.weights_signing.weights_signing_key(run_secret)``) every
+    version carries ``run_id`` and an HMAC-SHA256 over ``(run_id, version, sha256)``; without it versions
+    are unsigned (clients then load them only when told to accept unsigned weights).
+
+    Streams: ``wait_announcements(seq, timeout)`` blocks until a publication after ``seq`` (each publication
+    increments ``seq``) or ``wake()`` and returns the announcements of the versions published since (the
+    last ``ANNOUNCEMENTS_KEPT``); ``GET /weights/stream`` is built on it.
     """
 
-    def __init__(self, latest_version: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        latest_version: Callable[[], int] | None = None,
+        run_id: str = '',
+        signing_key: bytes | None = None,
+    ) -> None:
         self._cond = threading.Condition()
         self._current: PublishedWeights | None = None
+        self._seq = 0
+        self._announcements: deque[tuple[int, dict[str, Any]]] = deque(maxlen=ANNOUNCEMENTS_KEPT)
+        self.run_id = check_run_id(run_id) if run_id else ''
+        self._signing_key = signing_key
         self._listeners: list[Callable[[bool, PublishedWeights | None, str | None], None]] = []
         self.failures = 0
         self.latest_version = latest_version
@@ -108,18 +141,42 @@ class WeightsStore:
             for listener in self._listeners:
                 listener(False, None, str(exc))
             return None
-        published = PublishedWeights(int(version), sha256_hex(payload), payload, time.time())
+        sha = sha256_hex(payload)
+        signature = sign_weights(self._signing_key, self.run_id, int(version), sha) if self._signing_key else None
+        published = PublishedWeights(int(version), sha, payload, time.time(), self.run_id, signature)
         with self._cond:
             self._current = published
+            self._seq += 1
+            self._announcements.append((self._seq, published.announcement()))
             self.wanted = False
             self._cond.notify_all()
         for listener in self._listeners:
             listener(True, published, None)
         return published
 
+    @property
+    def signed(self) -> bool:
+        return self._signing_key is not None
+
     def current(self) -> PublishedWeights | None:
         with self._cond:
             return self._current
+
+    def wait_announcements(self, seq: int, timeout: float) -> tuple[int, list[dict[str, Any]]]:
+        """``(seq now, announcements published after seq)``, waiting up to ``timeout`` s (or a ``wake()``)
+        for one; ``seq < 0`` (a new subscriber): the current version's only."""
+        with self._cond:
+            if seq < 0:
+                current = self._current
+                return self._seq, [current.announcement()] if current is not None else []
+            if self._seq == seq:
+                self._cond.wait(timeout)
+            return self._seq, [a for s, a in self._announcements if s > seq]
+
+    def wake(self) -> None:
+        """Wake every ``wait_next`` (a server that stops ends its streams this way)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def fresh(self, timeout: float) -> PublishedWeights | None:
         """The current weights, after asking the loop for those of its latest iteration if they are older

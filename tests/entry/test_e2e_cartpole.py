@@ -38,7 +38,7 @@ USER_CONFIG = """\
 base = {config!r}
 main_config = dict(
     service=dict(enable=True),
-    policy=dict(collect=dict(collector=dict(policy_transport='http'))),
+    policy=dict(collect=dict(collector=dict(policy_transport='http', weights_refresh='subscribe'))),
 )
 system_config = dict(collector=dict(collector0=dict(path_policy={nowhere!r}), collector1=dict(path_policy={nowhere!r})))
 """
@@ -114,6 +114,9 @@ def test_the_collectors_acted_on_weights_fetched_over_http(run: CliRun) -> None:
     assert not nowhere.exists() or not os.listdir(nowhere)
     logs = ''.join(p.read_text(errors='replace') for p in (run.exp_dir / 'log').rglob('*.txt'))
     assert re.search(r'loaded policy_iter [1-9]\d* from 127\.0\.0\.1:\d+', logs), logs[-3000:]
+    # Subscribed to the learner's weights stream with the run secret's token; every version's signature checked.
+    assert 'polling instead' not in logs, logs[-3000:]
+    assert not re.search(r'weights refused|not newer than the loaded', logs), logs[-3000:]
 
 
 def test_nothing_is_left_behind(run: CliRun) -> None:

@@ -11,10 +11,11 @@ from ding.service import SERVICE_DEFAULTS, check_service_config
 from ding.service.hooks import ServiceRuntime, read_run_file
 from ding.service.json_log import JsonEventLog, read_events
 from ding.service.metrics import parse_metrics, sample_value
-from ding.service.weights import WeightsClient
+from ding.service.weights import WeightsClient, WeightsFollower
 from ding.worker.learner import BaseLearner
 from ding.worker.learner.nan_guard_settings import publish_event
 from tests.helpers.service import TrainLoop, learner_cfg, make_batch, make_dqn_policy, session
+from tests.helpers.wait import wait_until
 
 
 @pytest.fixture
@@ -58,9 +59,11 @@ def test_hooks_feed_metrics_weights_and_checkpoint_timing(runtime_learner):
         assert sample_value(parsed, 'learner_weights_publish_total') == 4  # before_run, 2, 4, 6
         assert sample_value(parsed, 'learner_weights_version') == 6
         assert sample_value(parsed, 'policy_lag_count') == 3
+        assert sample_value(parsed, 'learner_samples_total', status='ok') == 3
+        assert sample_value(parsed, 'learner_kl') != sample_value(parsed, 'learner_kl')  # NaN: DQN has no KL
         # observe_sample at train_iter 2 on data collected at iteration 0: lag 2, and so on.
         assert sample_value(parsed, 'policy_lag_sum') == (2 - 0) + (4 - 2) + (6 - 4)
-        got = WeightsClient(runtime.server.address).fetch()
+        got = WeightsClient(runtime.server.address, accept_unsigned=True).fetch()
         assert got is not None and got[1] == 6
 
         publish_event('rollback')  # what a learner's NaN guard does on a rollback
@@ -78,6 +81,29 @@ def test_hooks_feed_metrics_weights_and_checkpoint_timing(runtime_learner):
         assert result['checkpoint'].endswith('iteration_6.safetensors') and os.path.exists(result['checkpoint'])
     finally:
         http.close()
+
+
+def test_empty_samples_kl_and_stream_subscribers_are_exported(runtime_learner, monkeypatch):
+    monkeypatch.setenv('DING_RUN_SECRET', 'a-run-secret-of-enough-length-0123')
+    learner, runtime = runtime_learner(dict(enable=True))
+    runtime.observe_sample(None, 0.001, 0)  # the buffer had too little data
+    runtime.metrics.observe_iteration(1, {'approx_kl': 0.02, 'policy_loss': 0.5})  # what PPO reports
+    follower = WeightsFollower(
+        WeightsClient(runtime.server.address, token=runtime.server.token, accept_unsigned=True),
+        learner.policy,
+        subscribe=True,
+    )
+    try:
+        assert wait_until(lambda: runtime.server.subscribers == 1, 5)
+        parsed = parse_metrics(session().get(runtime.server.url + '/metrics').text)
+        assert sample_value(parsed, 'learner_samples_total', status='empty') == 1
+        assert sample_value(parsed, 'learner_kl') == 0.02
+        assert sample_value(parsed, 'learner_weights_stream_subscribers') == 1
+    finally:
+        follower.close()
+    learner.call_hook('before_run')
+    assert runtime.weights.signed and runtime.weights.current().signature is not None
+    assert session().get(runtime.server.url + '/weights/meta').json()['data']['signed'] is True  # $DING_RUN_SECRET
 
 
 def test_run_file_is_private_and_removed_on_close(runtime_learner):
@@ -156,7 +182,7 @@ def test_weights_are_published_on_demand_between_iterations(runtime_learner):
     learner, runtime = runtime_learner(dict(enable=True, weights_freq=0))
     learner.call_hook('before_run')
     loop = TrainLoop(lambda i: learner.train(make_batch(i))).start()
-    client = WeightsClient(runtime.server.address)
+    client = WeightsClient(runtime.server.address, accept_unsigned=True)
     try:
         end = time.time() + 30
         while learner.train_iter < 5 and time.time() < end:

@@ -1,15 +1,10 @@
 """Policy weights over HTTP: publish, fetch, 304, integrity checks and a collector keeping its last good weights."""
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 import torch
 
 from ding.service.http import serve
 from ding.service.weights import (
-    HEADER_SHA256,
-    HEADER_VERSION,
     WeightsClient,
     WeightsError,
     WeightsFollower,
@@ -20,6 +15,7 @@ from ding.service.weights import (
     serialize_weights,
 )
 from tests.helpers.service import make_batch, make_dqn_policy, session
+from tests.helpers.weights_proxy import WeightsProxy
 
 
 def model_weights(policy):
@@ -36,46 +32,18 @@ def weights_server():
         server.close()
 
 
-class TamperingProxy:
-    """Forwards GETs to ``upstream`` and flips one byte of every body, keeping the headers (a corrupting hop)."""
-
-    def __init__(self, upstream: str) -> None:
-        http = session()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's naming)
-                headers = {k: v for k, v in self.headers.items() if k.lower() == 'if-none-match'}
-                answer = http.get(upstream + self.path, headers=headers)
-                body = bytearray(answer.content)
-                if body:
-                    body[len(body) // 2] ^= 0xFF
-                self.send_response(answer.status_code)
-                for key in (HEADER_VERSION, HEADER_SHA256, 'ETag', 'Content-Type'):
-                    if key in answer.headers:
-                        self.send_header(key, answer.headers[key])
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(bytes(body))
-
-            def log_message(self, *args):
-                pass
-
-        self._http = http
-        self.server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        self.address = f'127.0.0.1:{self.server.server_address[1]}'
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={'poll_interval': 0.05}, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(10)
-        self._http.close()
+def flip_a_body_byte(path, answer):
+    """A corrupting hop: one byte of every body flipped, the headers kept."""
+    status, headers, body = answer
+    body = bytearray(body)
+    if body:
+        body[len(body) // 2] ^= 0xFF
+    return status, headers, bytes(body)
 
 
 def test_fetch_meta_and_not_modified(weights_server):
     server, store = weights_server
-    client = WeightsClient(server.address)
+    client = WeightsClient(server.address, accept_unsigned=True)
     try:
         assert client.fetch() is None and client.last_status == 'error' and '503' in client.last_error
         policy = make_dqn_policy()
@@ -111,7 +79,7 @@ def test_corrupted_payload_is_refused_and_the_last_good_weights_are_kept(weights
     collector_policy = make_dqn_policy(seed=2)
     store.publish(model_weights(learner_policy), version=1)
 
-    follower = WeightsFollower(WeightsClient(server.address), collector_policy.collect_mode)
+    follower = WeightsFollower(WeightsClient(server.address, accept_unsigned=True), collector_policy.collect_mode)
     assert follower.sync() is True and follower.version == 1
     good = {k: v.clone() for k, v in collector_policy.collect_mode.state_dict()['model'].items()}
     for k, v in model_weights(learner_policy)['model'].items():
@@ -120,9 +88,9 @@ def test_corrupted_payload_is_refused_and_the_last_good_weights_are_kept(weights
     # The learner moves on; the copy the collector receives is corrupted on the way.
     learner_policy.learn_mode.forward(make_batch(3))
     store.publish(model_weights(learner_policy), version=2)
-    proxy = TamperingProxy(server.url)
+    proxy = WeightsProxy(server.url, flip_a_body_byte)
     try:
-        tampered = WeightsFollower(WeightsClient(proxy.address), collector_policy.collect_mode)
+        tampered = WeightsFollower(WeightsClient(proxy.address, accept_unsigned=True), collector_policy.collect_mode)
         tampered.sha256, tampered.version = follower.sha256, follower.version
         assert tampered.sync() is False
         assert 'sha256' in tampered.last_error and 'refused' in tampered.last_error
@@ -138,7 +106,7 @@ def test_corrupted_payload_is_refused_and_the_last_good_weights_are_kept(weights
 def test_expected_sha_and_incompatible_weights_are_refused(weights_server):
     server, store = weights_server
     store.publish({'model': {'other.weight': torch.zeros(3, 3)}}, version=5)
-    client = WeightsClient(server.address)
+    client = WeightsClient(server.address, accept_unsigned=True)
     try:
         assert client.fetch(expected_sha256='0' * 64) is None and 'expected' in client.last_error
         collector_policy = make_dqn_policy()

@@ -28,7 +28,7 @@ from easydict import EasyDict
 
 from ding.utils.log_helper import build_logger, close_logger
 
-from .policy_updater import PolicyUpdater
+from .policy_updater import PolicyUpdater, check_weights_refresh
 from .task_threads import ChunkWriter, CollectorStopped, EnvStepObserver
 from .weights_client import check_policy_transport, state_dict_mismatch
 
@@ -64,6 +64,9 @@ class BaseParallelCollector(ABC):
         # at weights_address (sha256-verified, last good weights kept on any failure)
         policy_transport='fs',
         weights_address=None,
+        # with 'http': 'poll' /weights/current every update_policy_second, or 'subscribe' to the learner's
+        # /weights/stream and fetch when it announces a version (needs the run secret, as parallel workers have)
+        weights_refresh='poll',
     )
 
     @classmethod
@@ -108,6 +111,9 @@ class BaseParallelCollector(ABC):
             merged.get('weights_address') or None,
             logger,
             self._prefix,
+            refresh=check_weights_refresh(
+                merged.get('weights_refresh') or 'poll', f'parallel collector {self._instance_name}: weights_refresh'
+            ),
         )
 
         # The transport; bound by the comm collector.
@@ -130,6 +136,11 @@ class BaseParallelCollector(ABC):
         self._chunk_count = 0
         self._start_time: float | None = None
         self._end_time: float | None = None
+
+    def use_run_secret(self, secret: str | None) -> None:
+        """The run secret (the comm collector's): weights over HTTP are then signature-checked, and the
+        learner's weights stream can be followed (``weights_refresh='subscribe'``)."""
+        self._weights.use_run_secret(secret)
 
     # ---- properties --------------------------------------------------------------------------------------
     @property

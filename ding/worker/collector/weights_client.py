@@ -5,6 +5,11 @@ modified, or any failure: then ``client.last_error`` says why). The payload's sh
 ``X-Weights-SHA256`` header (and an expected value when given) before it is parsed; safetensors parsing never
 unpickles. ``WeightsFollower`` keeps a policy on the newest good weights and leaves it untouched on any failure.
 The server side (``WeightsStore``, the endpoint) is ``ding.service``'s.
+
+Signatures: a client given ``signing_key`` (``weights_signing_key(run_secret)``) loads only versions whose
+HMAC over ``(run_id, version, sha256)`` matches, checked before the payload is parsed. A client without the
+key cannot verify anything and loads nothing unless built with ``accept_unsigned=True`` (then it loads
+signed and unsigned versions alike, on the sha256 check only).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import torch
 
 from ding.utils.state_dict_codec import WeightsError, deserialize_weights, sha256_hex
 from ding.utils.weights_http import HEADER_SHA256, HEADER_VERSION, etag_matches, normalize_address
+from ding.utils.weights_signing import HEADER_RUN_ID, HEADER_SIGNATURE, signature_matches
+
+from .weights_stream import WeightsSubscription
 
 POLICY_TRANSPORTS = ('fs', 'http')
 
@@ -59,17 +67,36 @@ class WeightsClient:
     ``fetch`` never raises for network or integrity problems: it returns None and sets ``last_error``
     (``last_status`` is ``'ok'``, ``'not_modified'`` or ``'error'``), so a collector simply keeps the
     weights it has.
+
+    ``signing_key``: verify each version's signature (see the module doc); ``run_id``: also refuse versions of
+    another run. ``verify_failures`` counts versions refused for their integrity (sha256, signature, run id);
+    ``fetches`` the ``/weights/current`` requests made. ``token``: the run's token (``/weights/stream``).
     """
 
-    def __init__(self, address: str, timeout: float = 10.0, token: str | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 10.0,
+        token: str | None = None,
+        signing_key: bytes | None = None,
+        accept_unsigned: bool = False,
+        run_id: str | None = None,
+    ) -> None:
         self.base_url = normalize_address(address)
         self.timeout = float(timeout)
+        self.token = token
         self._session = requests.Session()
         self._session.trust_env = False  # peers are addressed directly, never through an environment proxy
         if token:
             self._session.headers['Authorization'] = f'Bearer {token}'
+        self.signing_key = signing_key
+        self.accept_unsigned = bool(accept_unsigned)
+        self.run_id = run_id
         self.last_error: str | None = None
         self.last_status: str | None = None
+        self.last_run_id: str | None = None
+        self.verify_failures = 0
+        self.fetches = 0
 
     def close(self) -> None:
         self._session.close()
@@ -83,6 +110,36 @@ class WeightsClient:
     def _fail(self, message: str) -> None:
         self.last_status, self.last_error = 'error', message
         _LOG.warning('weights: %s', message)
+
+    def refuse(self, message: str) -> None:
+        """Record an integrity failure (counted in ``verify_failures``)."""
+        self.verify_failures += 1
+        self._fail(message)
+
+    def authenticity_problem(self, run_id: str, version: int, sha256: str, signature: str | None) -> str | None:
+        """Why a version ``(run_id, version, sha256)`` with ``signature`` must not be loaded; None when it may."""
+        if self.run_id is not None and run_id != self.run_id:
+            return f'run id {run_id!r} is not the expected {self.run_id!r}'
+        if self.signing_key is None:
+            if self.accept_unsigned:
+                return None
+            what = 'signed' if signature else 'unsigned'
+            return f'{what} weights and no signing key to verify them (give the run secret, or accept_unsigned=True)'
+        if not signature:
+            return 'the weights are not signed and this client verifies signatures'
+        if not signature_matches(self.signing_key, run_id, version, sha256, signature):
+            return f'signature of version {version} does not match (wrong key, or tampered run id / version / sha256)'
+        return None
+
+    def subscribe(
+        self, keepalive_timeout: float = 60.0, backoff: tuple[float, float] = (0.5, 10.0)
+    ) -> WeightsSubscription:
+        """A started ``WeightsSubscription`` to this server's ``/weights/stream`` (needs ``token``)."""
+        subscription = WeightsSubscription(
+            self.base_url + '/weights/stream', self.token, keepalive_timeout=keepalive_timeout, backoff=backoff
+        )
+        subscription.start()
+        return subscription
 
     def meta(self) -> dict[str, Any] | None:
         """``/weights/meta`` (version, sha256, size, time), or None on failure (see ``last_error``)."""
@@ -111,6 +168,7 @@ class WeightsClient:
         """
         url = self.base_url + '/weights/current'
         headers = {'If-None-Match': f'"{if_none_match}"'} if if_none_match else {}
+        self.fetches += 1
         try:
             response = self._session.get(url, headers=headers, timeout=self.timeout)
         except requests.RequestException as exc:
@@ -135,14 +193,20 @@ class WeightsClient:
             self._fail(f'GET {url}: no {HEADER_SHA256} header; refusing unverifiable weights')
             return None
         if actual != claimed:
-            self._fail(f'GET {url}: sha256 of the payload is {actual}, header says {claimed}; weights refused')
+            self.refuse(f'GET {url}: sha256 of the payload is {actual}, header says {claimed}; weights refused')
             return None
         if expected_sha256 and actual != expected_sha256.lower():
-            self._fail(f'GET {url}: sha256 {actual} is not the expected {expected_sha256}; weights refused')
+            self.refuse(f'GET {url}: sha256 {actual} is not the expected {expected_sha256}; weights refused')
             return None
         etag = response.headers.get('ETag')
         if etag and not etag_matches(etag, actual):
-            self._fail(f'GET {url}: ETag {etag} does not match the payload sha256 {actual}; weights refused')
+            self.refuse(f'GET {url}: ETag {etag} does not match the payload sha256 {actual}; weights refused')
+            return None
+        run_id = response.headers.get(HEADER_RUN_ID) or ''
+        # Before the payload is parsed: bytes nobody signed are never handed to the deserialiser.
+        problem = self.authenticity_problem(run_id, version, actual, response.headers.get(HEADER_SIGNATURE))
+        if problem is not None:
+            self.refuse(f'GET {url}: {problem}; weights refused')
             return None
         try:
             state_dict, meta = deserialize_weights(payload)
@@ -152,7 +216,7 @@ class WeightsClient:
         if meta.get('version') != str(version):
             self._fail(f'GET {url}: payload version {meta.get("version")!r} differs from header {version}')
             return None
-        self.last_status, self.last_error = 'ok', None
+        self.last_status, self.last_error, self.last_run_id = 'ok', None, run_id
         return state_dict, version, actual
 
 
@@ -181,24 +245,86 @@ class WeightsFollower:
     """Keeps a policy mode (``collect_mode`` / ``eval_mode``) on the newest good weights of a learner.
 
     ``sync()`` fetches only when the server's sha differs from the loaded one, checks the new weights
-    have the same keys, shapes and dtypes as the policy's, then loads them. On any failure the policy
+    have the same keys, shapes and dtypes as the policy's, then loads them. On any failure (unreachable,
+    bad sha256 or signature, an older version of the loaded run replayed, incompatible tensors) the policy
     keeps its last good weights and ``sync()`` returns False.
+
+    ``subscribe=True``: instead of asking the server at every ``sync()``, listen to ``/weights/stream``
+    (the client needs the run's token); while the stream is up ``sync()`` fetches only after an announcement
+    of a version not loaded yet (while it is not, it polls), and ``wait(timeout)`` blocks until one comes. ``skipped_versions`` counts announced versions
+    that were never loaded because a newer one superseded them first. ``close()`` ends the stream.
     """
 
-    def __init__(self, client: WeightsClient, policy: Any) -> None:
+    def __init__(
+        self,
+        client: WeightsClient,
+        policy: Any,
+        subscribe: bool = False,
+        keepalive_timeout: float = 60.0,
+        backoff: tuple[float, float] = (0.5, 10.0),
+    ) -> None:
         self.client = client
         self.policy = policy
         self.version: int | None = None
         self.sha256: str | None = None
+        self.run_id: str | None = None
         self.last_error: str | None = None
+        self.skipped_versions = 0
+        self.loads = 0
+        self._pending: set[int] = set()
+        self.subscription: WeightsSubscription | None = None
+        if subscribe:
+            if not client.token:
+                raise ValueError(
+                    "WeightsFollower(subscribe=True): the client needs the run's token for /weights/stream"
+                )
+            self.subscription = client.subscribe(keepalive_timeout=keepalive_timeout, backoff=backoff)
+
+    def close(self) -> None:
+        if self.subscription is not None:
+            self.subscription.close()
+
+    def wait(self, timeout: float) -> bool:
+        """Subscribe mode: block until a version other than the loaded one is announced (True), or ``timeout``."""
+        if self.subscription is None:
+            raise RuntimeError('WeightsFollower.wait needs subscribe=True')
+        return self.subscription.wait_for_change(self.sha256, timeout) is not None
+
+    def stats(self) -> dict[str, Any]:
+        """Numbers to log or export per actor."""
+        sub = self.subscription
+        return {
+            'version': self.version,
+            'loads': self.loads,
+            'skipped_versions': self.skipped_versions,
+            'verify_failures': self.client.verify_failures,
+            'fetches': self.client.fetches,
+            'stream_connected': sub.connected if sub is not None else None,
+            'stream_connects': sub.connects if sub is not None else None,
+        }
 
     def sync(self) -> bool:
         """True when new weights were loaded."""
+        sub = self.subscription
+        if sub is not None:
+            self._pending.update(sub.take_announced())
+            latest = sub.latest
+            # While the stream is not up (starting, or reconnecting) this polls, so a fresh follower loads the
+            # current weights at once and a dropped stream delays nothing; once up, only announcements fetch.
+            if sub.connected and (latest is None or latest.get('sha256') == self.sha256):
+                self.last_error = None
+                return False
         got = self.client.fetch(if_none_match=self.sha256)
         if got is None:
             self.last_error = self.client.last_error
             return False
         state_dict, version, sha = got
+        run_id = self.client.last_run_id
+        if self.version is not None and run_id == self.run_id and version <= self.version:
+            # A validly signed but older version of the same run: a replay, or a stale server answer.
+            self.last_error = f'weights version {version} is not newer than the loaded {self.version}; refused'
+            self.client.refuse(self.last_error)
+            return False
         current = self.policy.state_dict()
         missing = sorted(k for k in state_dict if k not in current)
         problem: str | None
@@ -216,7 +342,12 @@ class WeightsFollower:
             self.last_error = f'loading weights version {version} failed: {exc}'
             _LOG.warning('weights: %s', self.last_error)
             return False
-        self.version, self.sha256, self.last_error = version, sha, None
+        if self.version is not None and run_id != self.run_id:
+            self._pending = {v for v in self._pending if v >= version}  # another run's versions: not comparable
+        self.skipped_versions += sum(1 for v in self._pending if v < version)
+        self._pending = {v for v in self._pending if v > version}
+        self.version, self.sha256, self.run_id, self.last_error = version, sha, run_id, None
+        self.loads += 1
         return True
 
 

@@ -90,6 +90,9 @@ class ZerglingParallelCollector(BaseParallelCollector):
         policy_transport='fs',
         # 'host:port' of the learner's run service for 'http'; None: the one the coordinator passes
         weights_address=None,
+        # with 'http': 'poll' GET /weights/current every update_policy_second, or 'subscribe' to the learner's
+        # /weights/stream and fetch when it announces a version
+        weights_refresh='poll',
         # budget of one collect task: it ends after n_sample training samples or episode_num finished
         # episodes, whichever comes first (None: no limit of that kind; at least one must be set)
         n_sample=1024,

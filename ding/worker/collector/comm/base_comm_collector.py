@@ -16,6 +16,7 @@ from easydict import EasyDict
 
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY, import_module
 
+from ..base_parallel_collector import BaseParallelCollector
 from ..kept_resources import KeptResources
 from ..parallel_collector_factory import get_parallel_collector_cls
 
@@ -97,6 +98,10 @@ class BaseCommCollector(ABC):
         if getattr(collector_cls, 'uses_kept_resources', False):
             kwargs.setdefault('kept', self.kept_resources)
         collector = collector_cls(cfg, **kwargs)
+        if isinstance(collector, BaseParallelCollector):
+            # The run secret stays out of the task config (configs get logged); weights over HTTP are then
+            # signature-checked with a key derived from it.
+            collector.use_run_secret(self._cfg.get('secret'))
         for name in TRANSPORT_METHODS:
             setattr(collector, name, getattr(self, name))
         return collector
