@@ -179,12 +179,16 @@ class DingEnvWrapper(BaseEnv):
         if self._env is None:
             if not self._cfg.get('env_id'):
                 raise RuntimeError('this DingEnvWrapper was closed and wraps a given env, which it cannot rebuild')
-            env = self._make_env()
-            if self._cfg.get('wrappers'):
-                from ding.envs.vector.wrappers import wrap_from_config  # deferred: imports gymnasium
+            self._setup(self._wrap_env(self._make_env()))
 
-                env = wrap_from_config(env, self._cfg, for_eval=self._caller == 'evaluator')
-            self._setup(env)
+    def _wrap_env(self, env: Any) -> Any:
+        """``env`` inside the config's named ``wrappers`` (a subclass whose ``_make_env`` applies them itself
+        returns ``env`` as it is)."""
+        if not self._cfg.get('wrappers'):
+            return env
+        from ding.envs.vector.wrappers import wrap_from_config  # deferred: imports gymnasium
+
+        return wrap_from_config(env, self._cfg, for_eval=self._caller == 'evaluator')
 
     # ---- BaseEnv ------------------------------------------------------------------------------------------------
     def seed(self, seed: int, dynamic_seed: bool = True) -> None:

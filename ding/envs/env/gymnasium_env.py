@@ -108,6 +108,9 @@ class GymnasiumEnv(DingEnvWrapper):
     def _make_env(self) -> Any:
         return build_backend_env(self._settings)
 
+    def _wrap_env(self, env: Any) -> Any:
+        return env  # build_backend_env applied the wrappers (EnvPool takes some of them as its own options)
+
     def _setup(self, env: Any) -> None:
         super()._setup(env)
         space = self._observation_space

@@ -146,6 +146,12 @@ class SubprocessEnvManager(BaseEnvManager):
         conn.close()
         self._procs[env_id] = self._conns[env_id] = None
 
+    def _send_error(self, env_id: int, error: Exception) -> Exception:
+        """What a failed send to a worker reports: its death (as a reply would) when the process is gone, else the
+        send's own error."""
+        proc = self._procs[env_id]
+        return self._death_error(env_id) if proc is not None and not proc.is_alive() else error
+
     def _death_error(self, env_id: int) -> RuntimeError:
         proc = self._procs[env_id]
         proc.join(_STOP_TIMEOUT)
@@ -228,7 +234,7 @@ class SubprocessEnvManager(BaseEnvManager):
                 self._conns[i].send(('reset', (self._seed_args(i), self._reset_param[i])))
                 sent.append(i)
             except (OSError, ValueError) as e:  # the worker is gone
-                replies[i] = e
+                replies[i] = self._send_error(i, e)
         replies.update(self._gather(sent, self._reset_timeout))
         for i in env_ids:
             try:
@@ -286,7 +292,7 @@ class SubprocessEnvManager(BaseEnvManager):
                 conns[env_id].send(('step', (action, auto_reset, seed_args)))
                 sent.append(env_id)
             except (OSError, ValueError) as e:  # the worker is gone
-                replies[env_id] = e
+                replies[env_id] = self._send_error(env_id, e)
         return replies, sent
 
     def _finish_steps(
