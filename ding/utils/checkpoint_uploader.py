@@ -109,7 +109,7 @@ class CheckpointUploader:
     @property
     def pending(self) -> int:
         with self._cond:
-            return len(self._jobs) + (1 if self._busy else 0)
+            return len(self._jobs)  # the one being uploaded stays first in the queue until it is stored
 
     def state(self) -> dict[str, Any]:
         """What health / status / metrics report about checkpoint storage."""

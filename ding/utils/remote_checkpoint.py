@@ -29,6 +29,7 @@ from .atomic_file import write_atomic
 from .checkpoint import CHECKPOINT_FORMAT_VERSION, CheckpointError, verify_checkpoint
 from .checkpoint_settings import CheckpointSettings
 from .file_names import manifest_path
+from .jsonable import to_jsonable
 from .object_store import ObjectStore
 
 MANIFEST_NAME = 'MANIFEST.json'
@@ -227,7 +228,8 @@ class RemoteCheckpoints:
 
 
 def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=1, sort_keys=True, default=str, allow_nan=False) + '\n').encode('utf-8')
+    text = json.dumps(to_jsonable(obj, 'repr', finite=True), indent=1, sort_keys=True, allow_nan=False)
+    return (text + '\n').encode('utf-8')
 
 
 def fetch_if_newer(settings: CheckpointSettings, directory: str, than_iter: int = -1) -> dict[str, Any] | None:

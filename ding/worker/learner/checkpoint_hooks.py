@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -78,7 +79,7 @@ def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
         'iteration': int(iteration),
         'envstep': int(engine.collector_envstep),
         'kind': 'best' if name.startswith(BEST_PREFIX) else 'periodic',
-        'eval_return': best_return if name.startswith(BEST_PREFIX) else None,
+        'eval_return': best_return if name.startswith(BEST_PREFIX) and math.isfinite(best_return or math.nan) else None,
         'replay_cursor': engine.replay_cursor,
     }
     engine.checkpoint_written(int(iteration), path, record)
