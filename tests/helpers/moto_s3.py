@@ -43,6 +43,8 @@ class MotoS3:
         self._server: ThreadedMotoServer | None = None
 
     def start(self) -> None:
+        if self._server is not None:
+            return
         self._server = ThreadedMotoServer(ip_address='127.0.0.1', port=self.port, verbose=False)
         self._server.start()
 
