@@ -20,6 +20,7 @@ setup(
         'safetensors>=0.4',
         'tqdm>=4.66',
         'prometheus-client>=0.20',
+        'fsspec>=2023.6',
     ],
     extras_require={
         # saving replays (enable_save_replay): moviepy writes the videos, pygame renders the classic-control envs
@@ -34,6 +35,10 @@ setup(
         'es': ['msgpack>=1.0'],
         # `ding plot`: learning curves of runs drawn with matplotlib
         'plot': ['matplotlib>=3.5'],
+        # checkpoints in object storage (policy.learn.learner.checkpoint.ckpt_uri): S3, Google Cloud Storage, zstd shards
+        's3': ['s3fs>=2024.6'],
+        'gcs': ['gcsfs>=2024.6'],
+        'zstd': ['zstandard>=0.22'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool and atari extras' (ding.envs.vector)
         'test': [
@@ -50,6 +55,9 @@ setup(
             'pyzmq>=25',
             'msgpack>=1.0',
             'matplotlib>=3.5',
+            's3fs>=2024.6',
+            'zstandard>=0.22',
+            'moto[server]>=5.0',
         ],
     },
     entry_points={
