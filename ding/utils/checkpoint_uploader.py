@@ -145,6 +145,8 @@ class CheckpointUploader:
 
     def close(self, timeout: float | None = None) -> bool:
         """Flush (up to ``timeout``, default ``flush_seconds``), then stop the thread; True when nothing was lost."""
+        if self._stop.is_set():  # closed before: what is left stays left
+            return not self._jobs
         done = self.flush(self.settings.flush_seconds if timeout is None else timeout)
         self._stop.set()
         with self._cond:
