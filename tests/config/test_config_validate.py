@@ -194,5 +194,7 @@ def test_the_learner_checkpoint_section_is_checked_key_by_key():
         "unknown key 'upload_retires'",
     ):
         assert expected in text, (expected, text)
-    good = dict(ckpt_uri='s3://bucket/run', every_minutes=0.5, compression='zstd', storage_options={'endpoint_url': 'x'})
+    good = dict(
+        ckpt_uri='s3://bucket/run', every_minutes=0.5, compression='zstd', storage_options={'endpoint_url': 'x'}
+    )
     validate_config(EasyDict(policy=dict(learn=dict(learner=dict(checkpoint=good)))), defaults)
