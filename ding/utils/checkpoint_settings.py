@@ -8,6 +8,7 @@ builds the settings the learner uses.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,14 @@ class CheckpointSettings:
             raise ValueError('; '.join(problems))
         merged['storage_options'] = dict(merged['storage_options'] or {})
         return cls(**merged)
+
+    def for_instance(self, instance_name: str) -> CheckpointSettings:
+        """These settings for the learner named ``instance_name``: the default learner ('learner') stores at
+        ``ckpt_uri``, any other (parallel mode's learner0, learner1, ...) at ``ckpt_uri/{instance_name}``, as its
+        local directory is ``ckpt_{instance_name}``: learners of one run never share a MANIFEST.json."""
+        if self.ckpt_uri is None or instance_name == 'learner':
+            return self
+        return dataclasses.replace(self, ckpt_uri=f'{self.ckpt_uri.rstrip("/")}/{instance_name}')
 
     @property
     def cadence(self) -> bool:

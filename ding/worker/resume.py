@@ -179,7 +179,9 @@ def newer_remote_checkpoint(section: Any, directory: str, local: str | None, log
     from ding.utils.remote_checkpoint import fetch_if_newer
 
     try:
-        settings = CheckpointSettings.from_config(section)
+        # ./{exp}/ckpt_{instance} belongs to the learner named instance (see experiment_ckpt_dir)
+        instance = os.path.basename(os.path.normpath(directory)).removeprefix('ckpt_')
+        settings = CheckpointSettings.from_config(section).for_instance('learner' if instance == 'ckpt' else instance)
         local_iter = read_manifest(local).get('last_iter') if local else -1
         entry = fetch_if_newer(settings, directory, local_iter if isinstance(local_iter, int) else -1)
     except (CheckpointError, OSError, ImportError, ValueError, KeyError) as exc:  # OSError: ObjectStoreError

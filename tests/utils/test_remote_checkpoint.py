@@ -93,6 +93,9 @@ def test_bad_locations_and_settings_are_named():
     assert 'names no bucket' in uri_problem('s3://')
     assert uri_problem('s3://bucket/prefix') is None and uri_problem('./exp/remote') is None
     assert checkpoint_problems({'ckpt_uri': 'http://x'})[0].startswith('policy.learn.learner.checkpoint.ckpt_uri:')
+    # parallel mode's learners each get their own prefix, as they get their own local directory
+    assert CheckpointSettings(ckpt_uri='s3://b/run/').for_instance('learner1').ckpt_uri == 's3://b/run/learner1'
+    assert CheckpointSettings(ckpt_uri='s3://b/run').for_instance('learner').ckpt_uri == 's3://b/run'
     with pytest.raises(ValueError, match='on_stall'):
         CheckpointSettings.from_config({'on_stall': 'wait'})
     with pytest.raises(ValueError, match='keep_n'):

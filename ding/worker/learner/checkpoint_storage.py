@@ -78,7 +78,7 @@ def run_info(engine: Any) -> dict[str, Any]:
 def attach_checkpoint_storage(engine: Any, section: Any) -> CheckpointUploader | None:
     """Set up ``engine``'s checkpoint section (see the module doc); returns the uploader (None without ckpt_uri)."""
     try:
-        settings = CheckpointSettings.from_config(section)
+        settings = CheckpointSettings.from_config(section).for_instance(engine.instance_name)
     except ValueError as exc:
         raise ValueError(f'learner config: {exc}') from None
     if engine.rank != 0 or (settings.ckpt_uri is None and not settings.cadence):
