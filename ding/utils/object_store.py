@@ -142,6 +142,16 @@ class ObjectStore:
         except FileNotFoundError:
             return None
 
+    def folders(self, name: str) -> list[str]:
+        """Names of the sub-folders of folder ``name`` (none when it does not exist)."""
+        try:
+            entries = self.fs.ls(self.path(name), detail=True, refresh=True)  # never a cached listing
+        except FileNotFoundError:
+            return []
+        except Exception as exc:
+            raise ObjectStoreError(f'cannot list {self.uri_of(name)}: {_describe(exc)}') from exc
+        return sorted(e['name'].rstrip('/').rsplit('/', 1)[-1] for e in entries if e.get('type') == 'directory')
+
     def delete(self, name: str) -> None:
         """Delete object ``name`` or everything under the prefix ``name/``; nothing there is fine."""
         target = self.path(name)

@@ -10,8 +10,8 @@ Layout under the URI::
     latest                                   JSON naming the newest checkpoint (written last: the commit)
 
 A checkpoint's objects are written (and verified) before MANIFEST.json lists it and before ``latest`` points at
-it, so a reader that follows ``latest`` never finds a partial checkpoint. Pruning deletes only what MANIFEST.json
-no longer lists.
+it, so a reader that follows ``latest`` never finds a partial checkpoint. Pruning (after ``latest``) deletes the
+checkpoint folders MANIFEST.json does not list.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class RemoteCheckpoints:
         manifest = dict(self.manifest())
         entries = [e for e in manifest.get('checkpoints', []) if e.get('key') != entry['key']]
         entries.append(entry)
-        kept, doomed = self._keep(entries)
+        kept = self._keep(entries)
         newest = max((e for e in kept if e['kind'] != BEST), key=lambda e: e['last_iter'], default=entry)
         best = max((e for e in kept if e['kind'] == BEST), key=lambda e: e['last_iter'], default=None)
         manifest.update(
@@ -180,17 +180,18 @@ class RemoteCheckpoints:
             'updated': manifest['updated'],
         }
         self.store.put(LATEST_NAME, _json_bytes(latest))
-        for e in doomed:
-            self.store.delete(f'checkpoints/{e["key"]}')
-        return [e['key'] for e in doomed]
+        # What MANIFEST.json no longer lists, and what it never listed: the objects of an upload that failed
+        # half-way or of a checkpoint skipped during an outage (one uploader writes a URI: nothing else is in flight).
+        listed = {e['key'] for e in kept}
+        pruned = [k for k in self.store.folders('checkpoints') if k not in listed]
+        for key in pruned:
+            self.store.delete(f'checkpoints/{key}')
+        return pruned
 
-    def _keep(self, entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _keep(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         regular = sorted((e for e in entries if e['kind'] != BEST), key=lambda e: e['last_iter'])
         bests = sorted((e for e in entries if e['kind'] == BEST), key=lambda e: e['last_iter'])
-        keep_n = self.settings.keep_n
-        kept = regular[-keep_n:] + (bests[-1:] if self.settings.keep_best else [])
-        doomed = [e for e in entries if e not in kept]
-        return kept, doomed
+        return regular[-self.settings.keep_n :] + (bests[-1:] if self.settings.keep_best else [])
 
     # ---- download ------------------------------------------------------------------------------------
     def latest_entry(self) -> dict[str, Any] | None:

@@ -1,15 +1,16 @@
 """A real S3-compatible HTTP server for the tests: moto's standalone server on 127.0.0.1, with fake credentials.
 
-The fixture ``s3`` (see ``s3_server``) points every S3 client of the test, and of the processes it starts, at
+The fixture ``s3`` points every S3 client of the test, and of the processes it starts, at
 that server through ``AWS_ENDPOINT_URL``; ``endpoint_guard`` fails a test whose uploads could reach anything else.
-``stop()`` / ``start()`` take the server away and bring it back on the same port (its buckets survive: moto keeps
-them in this process), which is how the tests make an object-store outage.
+``stop()`` / ``start()`` take the server away (refused connections, open ones reset) and bring it back on the
+same port with its objects, which is how the tests make an object-store outage.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterator
 
 import boto3
@@ -34,24 +35,93 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _Outage:
+    """A TCP relay on ``127.0.0.1:port`` to ``target``; ``close()`` drops the listener and every open connection,
+    so clients see the outage a dead server causes (refused connections, reset keep-alive sockets)."""
+
+    def __init__(self, port: int, target: tuple[str, int]) -> None:
+        self._target = target
+        self._listener = socket.create_server(('127.0.0.1', port))
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(self._target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._closed:  # accepted while closing
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in the relay's thread
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            for s in self._sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            self._sockets.clear()
+
+
 class MotoS3:
-    """moto's S3 server on ``127.0.0.1:port`` with one bucket, ``BUCKET``."""
+    """moto's S3 server with one bucket, ``BUCKET``, reached at ``endpoint`` through a relay that ``stop()`` takes
+    away and ``start()`` brings back on the same port (moto itself keeps running, with the objects)."""
 
     def __init__(self) -> None:
         self.port = free_port()
         self.endpoint = f'http://127.0.0.1:{self.port}'
-        self._server: ThreadedMotoServer | None = None
+        self._moto = ThreadedMotoServer(ip_address='127.0.0.1', port=free_port(), verbose=False)
+        self._moto.start()
+        self._relay: _Outage | None = None
 
     def start(self) -> None:
-        if self._server is not None:
-            return
-        self._server = ThreadedMotoServer(ip_address='127.0.0.1', port=self.port, verbose=False)
-        self._server.start()
+        if self._relay is None:
+            self._relay = _Outage(self.port, self._moto.get_host_and_port())
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
+
+    def close(self) -> None:
+        self.stop()
+        self._moto.stop()
 
     def client(self):  # noqa: ANN201 - boto3's client type is generated at run time
         return boto3.client('s3', endpoint_url=self.endpoint)
@@ -83,4 +153,4 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoS3]:
         endpoint_guard(server)
         yield server
     finally:
-        server.stop()
+        server.close()
