@@ -3,7 +3,7 @@
 ``submit`` (on the training thread) only hard-links the just-written local files into a staging folder, so
 training never waits on the network and a local prune or an overwritten ``ckpt_best`` cannot pull a file from
 under an upload. The thread uploads each checkpoint (``RemoteCheckpoints``), retrying with exponential backoff
-and jitter; after ``upload_retries`` failed retries the uploader is *stalled*: it keeps retrying (the wait capped
+and jitter; after more than ``upload_retries`` failed attempts in a row the uploader is *stalled*: it keeps retrying (the wait capped
 at ``MAX_RETRY_WAIT``), listeners hear ``checkpoint_stalled``, and ``checkpoint_recovered`` once an upload works
 again. Older periodic checkpoints waiting behind a stall are dropped beyond ``keep_n``: they would be pruned.
 """
@@ -172,19 +172,19 @@ class CheckpointUploader:
                     self._cond.notify_all()
 
     def _store(self, job: _Job) -> None:
-        attempt = 0
         while not self._stop.is_set():
             t0 = time.perf_counter()
             try:
                 entry = self.remote.upload(job.data_path, job.record)
                 self.remote.commit(entry, self._run_info())
             except Exception as exc:  # any failure of the store (network, credentials, server errors) is retried
-                attempt += 1
-                self._failed(job, exc, attempt)
+                self._failed(job, exc)
+                # The wait grows with the failures in a row, whichever checkpoint they were for: a newer one
+                # superseding a failing one must not restart the backoff (nor hide the stall) during an outage.
+                self._wait(self._backoff(self.failures))
                 with self._cond:
                     if job not in self._jobs:  # dropped meanwhile (superseded by newer checkpoints)
                         return
-                self._wait(self._backoff(attempt))
                 continue
             seconds = time.perf_counter() - t0
             with self._cond:
@@ -198,16 +198,15 @@ class CheckpointUploader:
         base = min(self.settings.retry_seconds * 2 ** (attempt - 1), MAX_RETRY_WAIT)
         return base * random.uniform(0.5, 1.0)  # jitter: many learners behind one outage do not retry in step
 
-    def _failed(self, job: _Job, exc: Exception, attempt: int) -> None:
+    def _failed(self, job: _Job, exc: Exception) -> None:
         self.failures += 1
         self.last_error = f'{type(exc).__name__}: {exc}'
-        self._emit(
-            'checkpoint_upload_failed', checkpoint=job.record.get('name'), attempt=attempt, error=self.last_error
-        )
-        if not self.stalled and attempt > self.settings.upload_retries:
+        name, failures = job.record.get('name'), self.failures
+        self._emit('checkpoint_upload_failed', checkpoint=name, attempt=failures, error=self.last_error)
+        if not self.stalled and failures > self.settings.upload_retries:
             self.stalled = True
             self.stalled_since = time.time()
-            self._emit('checkpoint_stalled', checkpoint=job.record.get('name'), attempts=attempt, error=self.last_error)
+            self._emit('checkpoint_stalled', checkpoint=name, attempts=failures, error=self.last_error)
 
     def _succeeded(self, entry: dict[str, Any], seconds: float) -> None:
         self.uploaded += 1
