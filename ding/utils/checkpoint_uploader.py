@@ -50,6 +50,7 @@ class CheckpointUploader:
         self.settings = settings
         self.remote = remote or RemoteCheckpoints(settings)
         self._staging = os.path.join(staging_root, STAGING_DIR)
+        shutil.rmtree(self._staging, ignore_errors=True)  # left by a run that crashed: those files are local anyway
         self._run_info = run_info or dict
         self._jobs: deque[_Job] = deque()
         self._cond = threading.Condition()
