@@ -20,6 +20,7 @@ setup(
         'safetensors>=0.4',
         'tqdm>=4.66',
         'prometheus-client>=0.20',
+        'fsspec>=2023.6',
     ],
     extras_require={
         # saving replays (enable_save_replay): moviepy writes the videos, pygame renders the classic-control envs
@@ -38,6 +39,10 @@ setup(
         'plot': ['matplotlib>=3.5'],
         # OpenTelemetry traces of a run (service.tracing): the SDK, and its OTLP/HTTP exporter for a collector
         'otel': ['opentelemetry-sdk>=1.20', 'opentelemetry-exporter-otlp-proto-http>=1.20'],
+        # checkpoints in object storage (policy.learn.learner.checkpoint.ckpt_uri): S3, Google Cloud Storage, zstd shards
+        's3': ['s3fs>=2024.6'],
+        'gcs': ['gcsfs>=2024.6'],
+        'zstd': ['zstandard>=0.22'],
         # the test suite: pytest, the lint / type / layer checks `make test` runs first, and the video extra's
         # libraries so the replay tests run instead of skipping, and the envpool, atari, mujoco, plot and otel
         # extras' (ding.envs, ding plot, service.tracing)
@@ -58,6 +63,9 @@ setup(
             'matplotlib>=3.5',
             'opentelemetry-sdk>=1.20',
             'opentelemetry-exporter-otlp-proto-http>=1.20',
+            's3fs>=2024.6',
+            'zstandard>=0.22',
+            'moto[server]>=5.0',
         ],
     },
     entry_points={

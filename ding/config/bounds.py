@@ -43,6 +43,16 @@ BOUNDS = {
     'learn_unroll_len': ('int', '[1, inf)'),
     'target_update_theta': ('number', '(0, 1]'),
     'priority_eta': ('number', '[0, 1]'),
+    # the learner's checkpoint section (policy.learn.learner.checkpoint, ding.utils.checkpoint_settings)
+    'checkpoint.every_env_steps': ('int', '[1, inf)'),
+    'checkpoint.every_minutes': ('number', '(0, inf)'),
+    'checkpoint.keep_n': ('int', '[1, inf)'),
+    'checkpoint.compression_level': ('int', '[1, 22]'),
+    'checkpoint.shard_mb': ('number', '(0, 4096]'),
+    'checkpoint.upload_retries': ('int', '[0, 100]'),
+    'checkpoint.retry_seconds': ('number', '(0, 600]'),
+    'checkpoint.max_parallel': ('int', '[1, 64]'),
+    'checkpoint.flush_seconds': ('number', '[0, inf)'),
     'nan_guard.lr_cut_factor': ('number', '(0, 1]'),
     'nan_guard.max_consecutive_bad': ('int', '[1, inf)'),
     'nan_guard.max_rollbacks': ('int', '[0, inf)'),
@@ -73,6 +83,8 @@ CHOICES = {
     'multi_learner.backend': ('gloo', 'nccl'),
     # parallel collectors with policy_transport='http': poll /weights/current, or follow /weights/stream
     'weights_refresh': ('poll', 'subscribe'),
+    'checkpoint.compression': (None, 'zstd'),
+    'checkpoint.on_stall': ('continue', 'pause'),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.

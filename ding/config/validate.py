@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from ding.utils.checkpoint_settings import SECTION as CHECKPOINT_SECTION
+from ding.utils.checkpoint_settings import checkpoint_problems
 from ding.utils.console import console_level_problem
 from ding.utils.registry import LEARNER_HOOK_REGISTRY
 
@@ -51,6 +53,7 @@ def validate_config(cfg: Mapping, defaults: Mapping | None = None, allow_unknown
     _check_bounds(merged, '', problems, already_reported)
     _check_choices(merged, '', problems)
     _check_cross_fields(merged, problems)
+    problems.extend(checkpoint_problems(get_path(cfg, CHECKPOINT_SECTION), CHECKPOINT_SECTION))
     raise_problems(problems)
 
 

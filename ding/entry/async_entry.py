@@ -181,6 +181,7 @@ def build_async_parts(
         closables.append(tb_logger.close)
         learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=log_exp)
         learner.config_hash = config_hash(cfg)
+        learner.run_config = cfg  # the config snapshot of a remote checkpoint's MANIFEST.json
         closables.insert(0, learner.close)
         pool = ActorPool(
             actor_policy,

@@ -135,6 +135,7 @@ def build_es_parts(
         closables.append(tb_logger.close)
         learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
         learner.config_hash = config_hash(cfg)
+        learner.run_config = cfg  # the config snapshot of a remote checkpoint's MANIFEST.json
         closables.append(learner.close)
         evaluator = InteractionSerialEvaluator(
             cfg.policy.eval.evaluator, evaluator_env, policy.eval_mode, tb_logger, exp_name=cfg.exp_name

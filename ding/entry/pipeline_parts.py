@@ -152,6 +152,7 @@ def build_serial_parts(
     closables.append(tb_logger.close)
     learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=log_exp)
     learner.config_hash = config_hash(cfg)
+    learner.run_config = cfg  # the config snapshot of a remote checkpoint's MANIFEST.json
     closables.insert(0, learner.close)
     collector = create_serial_collector(
         cfg.policy.collect.collector,

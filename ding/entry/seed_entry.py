@@ -163,6 +163,7 @@ def build_seed_parts(
         closables.append(tb_logger.close)
         learner = BaseLearner(cfg.policy.learn.learner, policy.learn_mode, tb_logger, exp_name=cfg.exp_name)
         learner.config_hash = config_hash(cfg)
+        learner.run_config = cfg  # the config snapshot of a remote checkpoint's MANIFEST.json
         closables.append(learner.close)
         eval_seed = cfg.seed + EVAL_SEED_OFFSET
         eval_cfg = cfg.policy.eval.evaluator

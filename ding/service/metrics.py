@@ -85,6 +85,28 @@ class ServiceMetrics:
             buckets=CHECKPOINT_BUCKETS,
             registry=r,
         )
+        self.checkpoint_upload_duration = Histogram(
+            'learner_checkpoint_upload_duration_seconds',
+            'Time to store one checkpoint under ckpt_uri (upload, verification, MANIFEST.json and latest)',
+            buckets=CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.checkpoint_upload_bytes = Counter(
+            'learner_checkpoint_upload_bytes', 'Bytes of checkpoints stored under ckpt_uri', registry=r
+        )
+        self.checkpoint_upload_failures = Counter(
+            'learner_checkpoint_upload_failures', 'Checkpoint upload attempts that failed', registry=r
+        )
+        self.checkpoint_stalled = Gauge(
+            'learner_checkpoint_stalled',
+            '1 while checkpoint uploads keep failing (checkpoint_stalled), else 0',
+            registry=r,
+        )
+        self.checkpoint_pending = Gauge(
+            'learner_checkpoint_upload_pending',
+            'Checkpoints written locally and not yet stored under ckpt_uri',
+            registry=r,
+        )
         self.last_step = Gauge(
             'learner_last_step_timestamp_seconds', 'Unix time of the last completed iteration', registry=r
         )
@@ -193,6 +215,18 @@ class ServiceMetrics:
     def observe_checkpoint(self, seconds: float) -> None:
         self.checkpoint_duration.observe(seconds)
 
+    def checkpoint_upload_event(self, event: str, fields: dict[str, Any]) -> None:
+        """A checkpoint uploader listener (``ding.utils.checkpoint_uploader``)."""
+        if event == 'checkpoint_uploaded':
+            self.checkpoint_upload_duration.observe(fields['seconds'])
+            self.checkpoint_upload_bytes.inc(fields['stored_bytes'])
+        elif event == 'checkpoint_upload_failed':
+            self.checkpoint_upload_failures.inc()
+        elif event == 'checkpoint_stalled':
+            self.checkpoint_stalled.set(1)
+        elif event == 'checkpoint_recovered':
+            self.checkpoint_stalled.set(0)
+
     def set_env_steps(self, total: int) -> None:
         """The collector's cumulative env steps; the counter advances by the difference."""
         with self._env_lock:
@@ -204,6 +238,9 @@ class ServiceMetrics:
     def track_prefetch_queue(self, fn: Callable[[], float]) -> None:
         """Read the queue size from ``fn`` at every scrape (e.g. ``lambda: loader.qsize()``)."""
         self.prefetch_queue.set_function(_safe(fn))
+
+    def track_checkpoint_pending(self, fn: Callable[[], float]) -> None:
+        self.checkpoint_pending.set_function(_safe(fn))
 
     def weights_published_ok(self, version: int, size: int) -> None:
         self.weights_published.inc()

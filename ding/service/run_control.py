@@ -73,6 +73,9 @@ class RunControl:
         # Called at every poll, i.e. every heartbeat_seconds while paused (e.g. to refresh a metric).
         self.heartbeat_listeners: list[Callable[[], None]] = []
         self._events: deque[dict[str, Any]] = deque(maxlen=50)
+        # name -> fn() giving a part's state for status and health (e.g. 'checkpoint': the uploader's); a state
+        # with a 'degraded' string (e.g. 'checkpoint_stalled') turns a healthy 'ok' into that status.
+        self.reporters: dict[str, Callable[[], dict[str, Any]]] = {}
         self._paused_at: int | None = None
         self._terminate_result: dict[str, Any] | None = None
         self._end_reason: str | None = None
@@ -389,6 +392,7 @@ class RunControl:
                 'events': self.recent_events(),
             }
         )
+        out.update(self._reports())
         if self._terminate_result is not None:
             out['terminate_result'] = dict(self._terminate_result)
         if self._end_reason is not None:
@@ -415,11 +419,24 @@ class RunControl:
             what = 'no iteration completed' if self.progressed else 'no iteration completed since start'
             return False, dict(body, status='stuck', reason=f'{what} for {age:.1f} s (bound {self.stuck_seconds:g} s)')
         status = 'ok' if self.progressed else 'starting'
-        return True, dict(
-            body,
-            status=status,
-            reason='the training loop is advancing' if self.progressed else 'waiting for the first iteration',
-        )
+        reason = 'the training loop is advancing' if self.progressed else 'waiting for the first iteration'
+        reports = self._reports()
+        body.update(reports)
+        for name, report in reports.items():
+            degraded = report.get('degraded')
+            if isinstance(degraded, str) and degraded:
+                # Still healthy (200): training advances; a restart would not bring the storage back.
+                status, reason = degraded, f'{reason}, but {name}: {report.get("reason") or degraded}'
+        return True, dict(body, status=status, reason=reason)
+
+    def _reports(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, fn in list(self.reporters.items()):
+            try:
+                out[name] = dict(fn())
+            except Exception as exc:  # a status must not fail because one part cannot answer right now
+                out[name] = {'error': f'{type(exc).__name__}: {exc}'}
+        return out
 
 
 __all__ = [

@@ -185,10 +185,38 @@ class ServiceRuntime:
                 learner.register_hook(hook)
         if checkpoint_observers:
             time_checkpoint_hooks(learner, checkpoint_observers)
+        uploader = getattr(learner, 'checkpoint_uploader', None)
+        if uploader is not None:
+            self.watch_checkpoint_uploads(uploader)
         if control_hook:
             learner.register_hook(RunControlHook(control=self.control, on_terminate=on_terminate))
         if learner.world_size == 1:  # a tune reaches this rank only: on several ranks they would drift apart
             register_learning_rate(self, learner.policy, learn_cfg)
+
+    def watch_checkpoint_uploads(self, uploader: Any) -> None:
+        """Report a learner's checkpoint uploader: ``checkpoint`` in status and health (``checkpoint_stalled``
+        while uploads keep failing), the upload metrics, and its stalled / recovered events."""
+
+        def report() -> dict[str, Any]:
+            state = uploader.state()
+            if state['stalled']:
+                state['degraded'] = 'checkpoint_stalled'
+                state['reason'] = (
+                    f'uploads to {state["ckpt_uri"]} failing for {state["stalled_seconds"]:.0f} s ({state["last_error"]})'
+                )
+            return state
+
+        self.control.reporters['checkpoint'] = report
+        if self.metrics is not None:
+            self.metrics.track_checkpoint_pending(lambda: uploader.pending)
+            uploader.add_listener(self.metrics.checkpoint_upload_event)
+        uploader.add_listener(self._on_checkpoint_event)
+
+    def _on_checkpoint_event(self, event: str, fields: dict[str, Any]) -> None:
+        if event in ('checkpoint_stalled', 'checkpoint_recovered'):
+            self.control.record_event(event, **fields)  # shows in /run/status events; listeners log it
+        elif event == 'checkpoint_uploaded':
+            self.emit(event, **fields)
 
     def register_tunable(
         self,

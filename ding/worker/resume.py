@@ -161,6 +161,9 @@ def resolve_resume(
         exp_name = (cfg.get('exp_name') if cfg is not None else None) or 'default_experiment'
         directory = ckpt_dir or experiment_ckpt_dir(exp_name)
         path = newest_valid_checkpoint(directory, not_before)
+        section = checkpoint_section(cfg)
+        if section is not None and section.get('ckpt_uri'):
+            path = newer_remote_checkpoint(section, directory, path, logger)
         _say(
             logger,
             f'resume=auto: resuming from {path}'
@@ -174,6 +177,40 @@ def resolve_resume(
             raise ResumeError(f"resume: directory '{setting}' holds no valid checkpoint")
         return path
     return check_checkpoint(setting)
+
+
+def checkpoint_section(cfg: Any) -> Any:
+    """``policy.learn.learner.checkpoint`` of a (raw or compiled) main config, None when absent."""
+    try:
+        return cfg.policy.learn.learner.get('checkpoint')
+    except AttributeError:
+        return None
+
+
+def newer_remote_checkpoint(section: Any, directory: str, local: str | None, logger: Any = None) -> str | None:
+    """``local`` (the newest valid checkpoint of ``directory``, or None), unless the checkpoint ``latest`` names
+    under ``section.ckpt_uri`` is newer: then that one, downloaded into ``directory`` and verified."""
+    from ding.utils.checkpoint import CheckpointError, read_manifest  # deferred: checkpoints import torch
+    from ding.utils.checkpoint_settings import CheckpointSettings
+    from ding.utils.remote_checkpoint import fetch_if_newer
+
+    try:
+        # ./{exp}/ckpt_{instance} belongs to the learner named instance (see experiment_ckpt_dir)
+        instance = os.path.basename(os.path.normpath(directory)).removeprefix('ckpt_')
+        settings = CheckpointSettings.from_config(section).for_instance('learner' if instance == 'ckpt' else instance)
+        local_iter = read_manifest(local).get('last_iter') if local else -1
+        entry = fetch_if_newer(settings, directory, local_iter if isinstance(local_iter, int) else -1)
+    except (CheckpointError, OSError, ImportError, ValueError, KeyError) as exc:  # OSError: ObjectStoreError
+        raise ResumeError(f'resume=auto: cannot use the checkpoints at {section.get("ckpt_uri")}: {exc}') from None
+    if entry is None:
+        return local
+    ids = (entry.get('replay_cursor') or {}).get('last_sampled_ids') or []
+    _say(
+        logger,
+        f'resume=auto: downloaded {entry["key"]} (iteration {entry["last_iter"]}, env step {entry["last_step"]}) '
+        f'from {settings.ckpt_uri} into {entry["path"]}' + (f'; last sampled transition: {ids[-1]}' if ids else ''),
+    )
+    return entry['path']
 
 
 def _say(logger: Any, msg: str) -> None:
@@ -412,6 +449,8 @@ __all__ = [
     'resume_setting',
     'resolve_resume',
     'check_checkpoint',
+    'checkpoint_section',
+    'newer_remote_checkpoint',
     'newest_valid_checkpoint',
     'experiment_ckpt_dir',
     'save_buffer_with_checkpoint',

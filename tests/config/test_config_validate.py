@@ -8,6 +8,7 @@ from easydict import EasyDict
 
 from ding.config import ConfigError, compile_config, deep_merge_dicts, validate_config
 from ding.config.bounds import BOUNDS
+from ding.worker import BaseLearner
 from tests.helpers.config_toys import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
 from tests.helpers.processes import ROOT
 
@@ -169,3 +170,31 @@ def _nested(path, value):
     for part in reversed(path.split('.')):
         out = {part: out}
     return out
+
+
+def test_the_learner_checkpoint_section_is_checked_key_by_key():
+    defaults = EasyDict(policy=dict(learn=dict(learner=BaseLearner.default_config())))
+    bad = dict(
+        ckpt_uri='ftp://host/ckpt',
+        every_env_steps=0,
+        keep_n=0,
+        compression='lz4',
+        on_stall='wait',
+        max_parallel=100,
+        upload_retires=3,
+    )
+    text = problems_of(EasyDict(policy=dict(learn=dict(learner=dict(checkpoint=bad)))), defaults)
+    for expected in (
+        "policy.learn.learner.checkpoint.ckpt_uri: unsupported URL scheme 'ftp'",
+        'policy.learn.learner.checkpoint.every_env_steps = int 0 is out of range',
+        'policy.learn.learner.checkpoint.keep_n = int 0 is out of range',
+        "policy.learn.learner.checkpoint.compression = str 'lz4' is not one of [None, 'zstd']",
+        "policy.learn.learner.checkpoint.on_stall = str 'wait' is not one of ['continue', 'pause']",
+        'policy.learn.learner.checkpoint.max_parallel = int 100 is out of range',
+        "unknown key 'upload_retires'",
+    ):
+        assert expected in text, (expected, text)
+    good = dict(
+        ckpt_uri='s3://bucket/run', every_minutes=0.5, compression='zstd', storage_options={'endpoint_url': 'x'}
+    )
+    validate_config(EasyDict(policy=dict(learn=dict(learner=dict(checkpoint=good)))), defaults)

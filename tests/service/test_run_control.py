@@ -181,3 +181,27 @@ def test_run_control_hook_calls_on_terminate_once(tmp_path, monkeypatch):
         assert stopped == [2]
     finally:
         learner.close()
+
+
+def test_a_stalled_checkpoint_store_shows_in_health_status_and_metrics(tmp_path):
+    """A learner whose ckpt_uri cannot be written (a file stands where the directory should be): the run stays
+    healthy but reports checkpoint_stalled, in /healthz's body, /run/status and the metric."""
+    (tmp_path / 'blocked').write_text('a file, not a directory')
+    cfg = dict(learner_cfg(), checkpoint=dict(ckpt_uri=str(tmp_path / 'blocked'), upload_retries=0, retry_seconds=0.05))
+    learner = BaseLearner(cfg, exp_name=str(tmp_path / 'exp'))
+    learner.policy = make_dqn_policy().learn_mode
+    runtime = ServiceRuntime(dict(enable=True), str(tmp_path / 'exp'))
+    try:
+        runtime.attach_learner(learner)
+        learner.train(make_batch(0))
+        learner.save_checkpoint()
+        wait_until(lambda: runtime.control.health()[1]['status'] == 'checkpoint_stalled', 30, what='checkpoint_stalled')
+        healthy, body = runtime.control.health()
+        assert healthy and str(tmp_path / 'blocked') in body['reason'] and body['checkpoint']['pending'] == 1
+        assert runtime.control.status()['checkpoint']['stalled'] is True
+        assert 'checkpoint_stalled' in [e['event'] for e in runtime.control.status()['events']]
+        assert b'learner_checkpoint_stalled 1.0' in runtime.metrics.text()
+    finally:
+        runtime.close()
+        learner.checkpoint_uploader.close(timeout=0)
+        learner.close()

@@ -14,6 +14,8 @@ import torch
 from easydict import EasyDict
 
 from ding.utils.checkpoint import load_checkpoint, read_manifest, save_checkpoint
+from ding.utils.checkpoint_settings import CheckpointSettings
+from ding.utils.remote_checkpoint import RemoteCheckpoints
 from ding.worker.resume import ResumeError, pack_buffer_state, resolve_resume, resume_setting, unpack_buffer_state
 from tests.helpers.processes import ROOT, child_env
 
@@ -351,3 +353,24 @@ def test_run_killed_with_sigkill_resumes_and_reaches_the_stop_value(tmp_path):
     # The learner's log tables after the resume count on from the resumed iteration.
     tables = [int(x) for x in re.findall(r'=== learner iteration (\d+):', log[m.end() :])]
     assert tables and min(tables) > resumed_iter
+
+
+def _remote_cfg(store) -> EasyDict:
+    return EasyDict(exp_name='exp', policy=dict(learn=dict(learner=dict(checkpoint=dict(ckpt_uri=str(store))))))
+
+
+def test_resume_auto_takes_the_stored_checkpoint_when_it_is_newer_than_the_local_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    remote = RemoteCheckpoints(CheckpointSettings(ckpt_uri=str(tmp_path / 'store')))
+    stored = write_ckpt(str(tmp_path / 'elsewhere' / 'iteration_7'), 7)
+    remote.commit(remote.upload(stored, {'name': 'iteration_7', 'iteration': 7}), {})
+    cfg = _remote_cfg(tmp_path / 'store')
+
+    path = resolve_resume(cfg, 'auto')  # nothing local: downloaded into ./exp/ckpt
+    assert os.path.samefile(path, tmp_path / 'exp' / 'ckpt' / 'iteration_7.safetensors')
+    newer = write_ckpt(str(tmp_path / 'exp' / 'ckpt' / 'iteration_9'), 9)
+    assert os.path.samefile(resolve_resume(cfg, 'auto'), newer)  # a newer local one (not yet stored) wins
+
+    (tmp_path / 'store' / 'latest').write_text('{"checkpoint": "iteration_99"}')
+    with pytest.raises(ResumeError, match="resume=auto: cannot use the checkpoints at .*store.*'iteration_99'"):
+        resolve_resume(cfg, 'auto')

@@ -212,9 +212,9 @@ class InteractionSerialEvaluator(SerialWorkerMixin):
         scalars = {k: v for k, v in table.items() if k not in ('train_iter', 'ckpt_name', 'envstep')}
         self._log_scalars(scalars, train_iter, envstep)
         if mean_return > self._max_episode_return:
+            self._max_episode_return = mean_return  # first: ckpt_best records the return that made it the best
             if save_ckpt_fn is not None:
                 save_ckpt_fn('ckpt_best')
-            self._max_episode_return = mean_return
         stop_flag = bool(mean_return >= self._stop_value)
         if stop_flag:
             self._logger.info(

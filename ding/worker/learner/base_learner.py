@@ -20,12 +20,14 @@ from easydict import EasyDict
 
 from ding.config.merge import deep_merge_dicts
 from ding.utils.atomic_file import StorageError
+from ding.utils.checkpoint_settings import CHECKPOINT_DEFAULTS
 from ding.utils.console import CONSOLE_LINE
 from ding.utils.data_loader import AsyncDataLoader
 from ding.utils.log_helper import build_logger, close_logger
 from ding.utils.registry import LEARNER_REGISTRY, import_module
 
-from .checkpoint_hooks import write_checkpoint
+from .checkpoint_hooks import checkpoint_dir, write_checkpoint
+from .checkpoint_storage import attach_checkpoint_storage
 from .hook_base import LearnerHook, add_learner_hook, iterations_done, merge_hooks
 from .learner_connections import DataSource, LearnerConnections, LearnInfoSink, PolicySink
 from .learner_hook import build_learner_hook_by_cfg
@@ -71,6 +73,9 @@ class BaseLearner(LearnerState, LearnerConnections):
         # Skip optimizer steps with non-finite gradients, cut the lr, roll back after repeated ones
         # (ding.worker.learner.nan_guard; an addition to DI-engine's keys).
         nan_guard=dict(enable=True, lr_cut_factor=0.5, max_consecutive_bad=3, rollback=True, max_rollbacks=3),
+        # Checkpoints every N env steps / M minutes, stored under ckpt_uri (a path, s3://, gs://) with
+        # MANIFEST.json and latest (ding.worker.learner.checkpoint_storage; an addition to DI-engine's keys).
+        checkpoint=copy.deepcopy(CHECKPOINT_DEFAULTS),
     )
 
     @classmethod
@@ -123,6 +128,7 @@ class BaseLearner(LearnerState, LearnerConnections):
 
         self._stop_signal: int | None = None
         self._dataloader: AsyncDataLoader | None = None
+        self.checkpoint_uploader = attach_checkpoint_storage(self, self._cfg.get('checkpoint'))
         self.connect(data_source, policy_sink, learn_info_sink, publish_due)
         self._policy: Any = None
         if policy is not None:
@@ -171,6 +177,8 @@ class BaseLearner(LearnerState, LearnerConnections):
             raise RuntimeError('BaseLearner.train: no policy; set learner.policy = policy.learn_mode first')
         if envstep >= 0:
             self._collector_envstep = envstep
+        if self.track_replay_cursor:
+            self._note_replay_cursor(data)
         hooks = self._hooks
         if hooks['before_iter']:
             self.call_hook('before_iter')
@@ -197,6 +205,16 @@ class BaseLearner(LearnerState, LearnerConnections):
                 f'of log values, got {type(log_vars).__name__}'
             )
         return log_vars
+
+    def _note_replay_cursor(self, data: Any) -> None:
+        # The ids of the batch about to be trained on: a checkpoint records them, so a run restarted from it
+        # can tell which transitions were sampled last (the gap to the replay service's newest ones).
+        if isinstance(data, list) and data and isinstance(data[0], dict) and 'replay_unique_id' in data[0]:
+            self.replay_cursor = {
+                'train_iter': self._last_iter.val,
+                'envstep': self._collector_envstep,
+                'last_sampled_ids': [d.get('replay_unique_id') for d in data],
+            }
 
     def _end_iter(self, after_iter: list[LearnerHook]) -> None:
         if after_iter:
@@ -353,6 +371,12 @@ class BaseLearner(LearnerState, LearnerConnections):
         self._end_flag = True
         if self._dataloader is not None:
             self._dataloader.close()
+        if self.checkpoint_uploader is not None and not self.checkpoint_uploader.close():
+            self._logger.error(
+                f'[RANK{self._rank}]: checkpoints not yet stored at {self.checkpoint_uploader.settings.ckpt_uri} '
+                f'after {self.checkpoint_uploader.settings.flush_seconds:g} s: {self.checkpoint_uploader.state()}; '
+                f'they remain in {checkpoint_dir(self)}'
+            )
         if self._tb_logger is not None:
             self._tb_logger.flush()
             if self._owns_tb_logger:

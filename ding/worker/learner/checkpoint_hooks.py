@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 from ding.utils.atomic_file import StorageError
-from ding.utils.checkpoint import get_rng_state, load_checkpoint, prune_checkpoints, save_checkpoint, set_rng_state
-from ding.worker.resume import experiment_ckpt_dir
+from ding.utils.checkpoint import (
+    BEST_PREFIX,
+    get_rng_state,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+    set_rng_state,
+)
+from ding.worker.resume import EXTRA_KEY, experiment_ckpt_dir
 
 from .hook_base import LearnerHook, iterations_done, positive_int, register_learner_hook
 
@@ -65,7 +73,16 @@ def write_checkpoint(engine: Any, iteration: int | None = None) -> str | None:
             f'({exc.strerror or exc}); the learner state of iteration {iteration} was NOT saved',
             exc,
         ) from exc
-    engine.checkpoint_written(int(iteration), path)
+    best_return = (state.get('extra_state') or {}).get(EXTRA_KEY, {}).get('evaluator_best_return')
+    record = {
+        'name': name,
+        'iteration': int(iteration),
+        'envstep': int(engine.collector_envstep),
+        'kind': 'best' if name.startswith(BEST_PREFIX) else 'periodic',
+        'eval_return': best_return if name.startswith(BEST_PREFIX) and math.isfinite(best_return or math.nan) else None,
+        'replay_cursor': engine.replay_cursor,
+    }
+    engine.checkpoint_written(int(iteration), path, record)
     engine.info(f'{engine.instance_name} saved checkpoint {path} (iteration {iteration})')
     return path
 

@@ -35,6 +35,15 @@ class LearnerState:
         self._nan_guard: Any = None  # set by the NaN guard hook when it attaches (before_run)
         # name -> getter of extra state written into every checkpoint (see write_checkpoint).
         self.checkpoint_extras: dict[str, Any] = {}
+        # Called with (path, record) after every checkpoint written (e.g. the uploader of the checkpoint section).
+        self.checkpoint_listeners: list[Any] = []
+        # The uploader storing checkpoints under policy.learn.learner.checkpoint.ckpt_uri (None without one).
+        self.checkpoint_uploader: Any = None
+        # The whole run's config, for the snapshot in a remote MANIFEST.json (set by the pipeline that has it).
+        self.run_config: Any = None
+        # Ids of the transitions sampled last (``replay_unique_id``), recorded when ``track_replay_cursor``.
+        self.track_replay_cursor = False
+        self.replay_cursor: dict[str, Any] | None = None
         self._log_buffer = {'scalar': LogDict(), 'scalars': LogDict(), 'histogram': LogDict()}
         self._monitor = LearnerMonitor()
         self._hook_time: dict[str, list[Any]] = {}  # hook name -> [seconds, calls, position] since last show
@@ -135,9 +144,12 @@ class LearnerState:
         """``(iteration, path)`` of the last checkpoint this learner wrote, None before the first."""
         return self._last_ckpt
 
-    def checkpoint_written(self, iteration: int, path: str) -> None:
-        """Record a checkpoint just written for this learner (``write_checkpoint`` calls this)."""
+    def checkpoint_written(self, iteration: int, path: str, record: dict[str, Any] | None = None) -> None:
+        """Record a checkpoint just written for this learner and tell the listeners (``write_checkpoint`` calls
+        this; ``record``: name, iteration, envstep, kind, eval_return, replay_cursor)."""
         self._last_ckpt = (int(iteration), path)
+        for listener in self.checkpoint_listeners:
+            listener(path, record or {'name': path, 'iteration': int(iteration)})
 
     @property
     def ckpt_name(self) -> str | None:
