@@ -83,8 +83,7 @@ class ServiceRuntime:
         self.tracer: Any = None
         self._stream_token: str | None = None
         if self.cfg.tracing.enable:
-            # Imported only here: OpenTelemetry is an optional extra (checked by check_service_config).
-            from .tracing import RunTracer
+            from .tracing import RunTracer  # deferred: OpenTelemetry is an optional extra (check_service_config)
 
             self.tracer = RunTracer(self.cfg.tracing, self.run_id, exp_name, exporter=span_exporter)
         if self.cfg.json_log:

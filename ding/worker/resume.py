@@ -191,8 +191,8 @@ def newer_remote_checkpoint(section: Any, directory: str, local: str | None, log
     """``local`` (the newest valid checkpoint of ``directory``, or None), unless the checkpoint ``latest`` names
     under ``section.ckpt_uri`` is newer: then that one, downloaded into ``directory`` and verified."""
     from ding.utils.checkpoint import CheckpointError, read_manifest  # deferred: checkpoints import torch
-    from ding.utils.checkpoint_settings import CheckpointSettings
-    from ding.utils.remote_checkpoint import fetch_if_newer
+    from ding.utils.checkpoint_settings import CheckpointSettings  # deferred: fsspec, for a stored checkpoint only
+    from ding.utils.remote_checkpoint import fetch_if_newer  # deferred: imports the checkpoint module (torch)
 
     try:
         # ./{exp}/ckpt_{instance} belongs to the learner named instance (see experiment_ckpt_dir)
