@@ -1,0 +1,371 @@
+"""The replay service's client side: ``ReplayClient`` (one channel, the token on every call, bounded messages,
+retries with exponential backoff and jitter), ``BatchPrefetcher`` (keeps ``prefetch_depth`` decoded batches
+ready in a bounded queue) and ``PrioritySender`` (sends TD-error priorities back without blocking training).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from .auth import TOKEN_METADATA, replay_token
+from .codec import Encoding, EncodingError, decode_batch, encode_batch, unstack
+from .v1 import replay_pb2, replay_pb2_grpc
+
+_LOG = logging.getLogger('ding.replay')
+
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+# Errors no retry can cure: the token is wrong, or the request / batch is refused as malformed.
+FATAL_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED)
+
+# The prefetcher's states (the learner pauses while it is 'degraded').
+OK, WAITING, DEGRADED = 'ok', 'waiting', 'degraded'
+STATES = (OK, WAITING, DEGRADED)
+
+
+class ReplayError(RuntimeError):
+    """The replay service refused a call for good (wrong token, malformed batch)."""
+
+
+def parse_address(address: Any, where: str = 'replay address') -> str:
+    """``'HOST:PORT'`` checked; ``ValueError`` naming ``where`` otherwise."""
+    if not isinstance(address, str) or address.count(':') != 1:
+        raise ValueError(f'{where} must be HOST:PORT, got {address!r}')
+    host, port = address.split(':')
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f'{where} must be HOST:PORT with a port in [1, 65535], got {address!r}')
+    return address
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: the n-th consecutive failure waits ``min(cap, base * 2**(n-1))``
+    scaled by a random factor in [0.5, 1] (so clients that failed together do not retry together)."""
+
+    base: float = 0.05
+    cap: float = 2.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.cap, self.base * 2 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
+
+
+class ReplayClient:
+    """Calls of ``replay.v1.Replay`` on one channel; ``secret`` is the run secret (the token derives from it)."""
+
+    def __init__(
+        self,
+        address: str,
+        secret: str,
+        timeout: float = 10.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.address = parse_address(address)
+        self.timeout = float(timeout)
+        self._metadata = ((TOKEN_METADATA, replay_token(secret)),)
+        options = [
+            ('grpc.max_receive_message_length', int(max_message_bytes)),
+            ('grpc.max_send_message_length', int(max_message_bytes)),
+            # reconnect quickly after the server comes back (the default backoff reaches minutes)
+            ('grpc.initial_reconnect_backoff_ms', 100),
+            ('grpc.max_reconnect_backoff_ms', 1000),
+        ]
+        self._channel = grpc.insecure_channel(self.address, options=options)
+        self._stub = replay_pb2_grpc.ReplayStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def insert(self, items: Sequence[Mapping[str, Any]], collector_envstep: int = -1) -> replay_pb2.InsertResponse:
+        """Store ``items`` (transition dicts); raises ``grpc.RpcError`` / ``EncodingError``."""
+        request = replay_pb2.InsertRequest(batch=encode_batch(items), collector_envstep=int(collector_envstep))
+        return self._stub.Insert(request, timeout=self.timeout, metadata=self._metadata)
+
+    def sample_raw(self, batch_size: int, learner_iter: int) -> replay_pb2.SampleResponse:
+        request = replay_pb2.SampleRequest(batch_size=int(batch_size), learner_iter=int(learner_iter))
+        return self._stub.Sample(request, timeout=self.timeout, metadata=self._metadata)
+
+    def update_priorities(self, ids: Sequence[str], idxs: Sequence[int], priorities: Sequence[float]) -> None:
+        request = replay_pb2.UpdatePrioritiesRequest(
+            replay_unique_id=list(ids), replay_buffer_idx=[int(i) for i in idxs], priority=[float(p) for p in priorities]
+        )
+        self._stub.UpdatePriorities(request, timeout=self.timeout, metadata=self._metadata)
+
+    def status(self) -> replay_pb2.StatusResponse:
+        return self._stub.Status(replay_pb2.StatusRequest(), timeout=self.timeout, metadata=self._metadata)
+
+
+def is_fatal(error: grpc.RpcError) -> bool:
+    code = error.code() if isinstance(error, grpc.Call) else None
+    return code in FATAL_CODES
+
+
+def describe(error: grpc.RpcError) -> str:
+    if isinstance(error, grpc.Call):
+        return f'{error.code().name}: {error.details()}'
+    return repr(error)
+
+
+def insert_with_retry(
+    client: ReplayClient,
+    items: Sequence[Mapping[str, Any]],
+    collector_envstep: int = -1,
+    stop: threading.Event | None = None,
+    backoff: Backoff | None = None,
+    on_retry: Callable[[int, str], None] | None = None,
+) -> replay_pb2.InsertResponse | None:
+    """Insert ``items``, retrying with backoff until it succeeds (nothing is dropped during an outage) or
+    ``stop`` is set (then None). Fatal refusals raise ``ReplayError``."""
+    backoff = backoff or Backoff()
+    failures = 0
+    while stop is None or not stop.is_set():
+        try:
+            return client.insert(items, collector_envstep)
+        except grpc.RpcError as exc:
+            if is_fatal(exc):
+                raise ReplayError(f'replay service at {client.address} refused the insert: {describe(exc)}') from None
+            failures += 1
+            if on_retry is not None:
+                on_retry(failures, describe(exc))
+            wait = backoff.delay(failures)
+            if stop is None:
+                time.sleep(wait)
+            elif stop.wait(wait):
+                break
+    return None
+
+
+@dataclass
+class SampledBatch:
+    """One decoded batch: per-item dicts (each with ``replay_unique_id``, ``replay_buffer_idx`` and ``IS``)."""
+
+    items: list[dict[str, Any]]
+    latency: float
+
+
+class BatchPrefetcher:
+    """Keeps up to ``prefetch_depth`` sampled batches decoded in a bounded queue, filled by one thread.
+
+    The training loop takes batches with ``get``; while the queue is full the thread blocks, so a learner that
+    falls behind limits the calls in flight (one at most). Errors are retried with backoff and jitter; after
+    ``degraded_after`` consecutive failures ``state`` becomes ``'degraded'`` until a call succeeds again.
+    ``'waiting'`` means the service answers but cannot serve a batch yet. ``observe(status, seconds)`` is told
+    of every call (status: 'ok', 'empty', 'error').
+    """
+
+    def __init__(
+        self,
+        client: ReplayClient,
+        batch_size: int,
+        prefetch_depth: int = 4,
+        learner_iter: Callable[[], int] = lambda: -1,
+        expected: Encoding | None = None,
+        degraded_after: int = 3,
+        backoff: Backoff | None = None,
+        empty_wait: float = 0.02,
+        observe: Callable[[str, float], None] | None = None,
+        on_state: Callable[[str, str], None] | None = None,
+    ) -> None:
+        if prefetch_depth < 1 or batch_size < 1 or degraded_after < 1:
+            raise ValueError(
+                f'BatchPrefetcher: prefetch_depth, batch_size and degraded_after must be >= 1, got '
+                f'{prefetch_depth}, {batch_size}, {degraded_after}'
+            )
+        self.client = client
+        self.batch_size = int(batch_size)
+        self.prefetch_depth = int(prefetch_depth)
+        self._learner_iter = learner_iter
+        self._expected = expected
+        self._degraded_after = int(degraded_after)
+        self._backoff = backoff or Backoff()
+        self._empty_wait = float(empty_wait)
+        self._observe = observe
+        self._on_state = on_state
+        self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.state = WAITING
+        self.consecutive_failures = 0
+        self.last_error = ''
+
+    # ---- control -------------------------------------------------------------------------------------
+    def start(self) -> BatchPrefetcher:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name='replay-prefetch', daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.client.timeout + 1)
+            self._thread = None
+
+    def qsize(self) -> int:
+        return self._queue.qsize()
+
+    def get(self, timeout: float | None = None) -> SampledBatch | None:
+        """The next batch, or None after ``timeout`` seconds without one; raises ``ReplayError`` when the
+        service refused the client for good."""
+        if self._error is not None:
+            raise ReplayError(str(self._error))
+        try:
+            return self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
+        except queue.Empty:
+            if self._error is not None:
+                raise ReplayError(str(self._error)) from None
+            return None
+
+    # ---- the thread ----------------------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            before, self.state = self.state, state
+            if self._on_state is not None:
+                self._on_state(before, state)
+
+    def _note(self, status: str, seconds: float) -> None:
+        if self._observe is not None:
+            self._observe(status, seconds)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                response = self.client.sample_raw(self.batch_size, self._learner_iter())
+            except grpc.RpcError as exc:
+                self._note('error', time.perf_counter() - t0)
+                self.last_error = describe(exc)
+                if is_fatal(exc):
+                    self._error = ReplayError(f'replay service at {self.client.address}: {self.last_error}')
+                    return
+                self.consecutive_failures += 1
+                if self.consecutive_failures >= self._degraded_after:
+                    self._set_state(DEGRADED)
+                self._stop.wait(self._backoff.delay(self.consecutive_failures))
+                continue
+            self.consecutive_failures = 0
+            if not response.ready:
+                self._note('empty', time.perf_counter() - t0)
+                self._set_state(WAITING)
+                self._stop.wait(self._empty_wait)
+                continue
+            try:
+                batch = self._decode(response)
+            except (EncodingError, ValueError) as exc:
+                self._error = ReplayError(f'replay service at {self.client.address} sent a bad batch: {exc}')
+                return
+            seconds = time.perf_counter() - t0
+            self._note('ok', seconds)
+            self._set_state(OK)
+            self._put(SampledBatch(batch, seconds))
+
+    def _decode(self, response: replay_pb2.SampleResponse) -> list[dict[str, Any]]:
+        size = response.batch.size
+        n_ids, n_idx, n_is = len(response.replay_unique_id), len(response.replay_buffer_idx), len(response.is_weight)
+        if not n_ids == n_idx == n_is == size:
+            raise EncodingError(f'a batch of {size} items came with {n_ids} ids, {n_idx} slots, {n_is} weights')
+        items = unstack(decode_batch(response.batch, self._expected), size)
+        for item, uid, idx, weight in zip(
+            items, response.replay_unique_id, response.replay_buffer_idx, response.is_weight
+        ):
+            item['replay_unique_id'] = uid
+            item['replay_buffer_idx'] = int(idx)
+            item['IS'] = float(weight)
+        return items
+
+    def _put(self, batch: SampledBatch) -> None:
+        while not self._stop.is_set():  # blocks while the learner is behind (backpressure)
+            try:
+                self._queue.put(batch, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+
+class PrioritySender:
+    """Sends priority updates from a thread so training never waits on them. Updates wait in a bounded queue;
+    when it is full (the service is away) the oldest update is dropped and counted in ``dropped``: priorities
+    are refreshed by the next samples anyway."""
+
+    def __init__(self, client: ReplayClient, max_pending: int = 64, backoff: Backoff | None = None) -> None:
+        self.client = client
+        self._queue: queue.Queue[tuple[list[str], list[int], list[float]]] = queue.Queue(maxsize=max_pending)
+        self._backoff = backoff or Backoff()
+        self._stop = threading.Event()
+        self.sent = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name='replay-priorities', daemon=True)
+        self._thread.start()
+
+    def send(self, info: Mapping[str, Any]) -> None:
+        """Queue ``info`` (``replay_unique_id``, ``replay_buffer_idx``, ``priority``: the learner's
+        ``priority_info``)."""
+        priority = info['priority']
+        if hasattr(priority, 'tolist'):
+            priority = priority.tolist()
+        idxs = info['replay_buffer_idx']
+        if hasattr(idxs, 'tolist'):
+            idxs = idxs.tolist()
+        update = ([str(u) for u in info['replay_unique_id']], [int(i) for i in idxs], [float(p) for p in priority])
+        while True:
+            try:
+                self._queue.put_nowait(update)
+                return
+            except queue.Full:
+                try:
+                    self._queue.get_nowait()
+                    self.dropped += 1
+                except queue.Empty:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.client.timeout + 1)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ids, idxs, priorities = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            failures = 0
+            while not self._stop.is_set():
+                try:
+                    self.client.update_priorities(ids, idxs, priorities)
+                    self.sent += 1
+                    break
+                except grpc.RpcError as exc:
+                    if is_fatal(exc):
+                        _LOG.warning('replay service refused a priority update: %s', describe(exc))
+                        self.dropped += 1
+                        break
+                    failures += 1
+                    if self._queue.full():  # newer updates are waiting: this one is not worth keeping
+                        self.dropped += 1
+                        break
+                    self._stop.wait(self._backoff.delay(failures))
+
+
+__all__ = [
+    'OK',
+    'WAITING',
+    'DEGRADED',
+    'STATES',
+    'DEFAULT_MAX_MESSAGE_BYTES',
+    'Backoff',
+    'ReplayClient',
+    'ReplayError',
+    'BatchPrefetcher',
+    'PrioritySender',
+    'SampledBatch',
+    'insert_with_retry',
+    'parse_address',
+]
