@@ -26,6 +26,7 @@ from ding.worker import (
     create_serial_collector,
     create_serial_commander,
 )
+from ding.worker.replay_service import check_replay_client_config, replay_secret
 from ding.worker.resume import (
     register_checkpoint_extras,
     resolve_resume,
@@ -131,6 +132,9 @@ def build_serial_parts(
         from ding.service import check_service_config  # deferred: the run service loads only when asked for
 
         check_service_config(cfg.service)
+    replay_client = check_replay_client_config(cfg.policy.other.replay_buffer) if with_buffer else None
+    if replay_client is not None:
+        replay_secret()  # the run secret is there before any env is built
     if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
         cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
     if env_setting is None:
@@ -166,7 +170,14 @@ def build_serial_parts(
     )
     closables.insert(0, evaluator.close)
     buffer = None
-    if with_buffer:
+    if with_buffer and replay_client is not None:  # a replay server holds the data (docs/replay.md)
+        from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer  # deferred: the replay extra
+
+        buffer = RemoteReplayBuffer(
+            replay_client, cfg.policy.learn.batch_size, replay_secret(), on_state=partial(log_replay_state, learner)
+        )
+        closables.insert(0, buffer.close)
+    elif with_buffer:
         buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=log_exp)
         closables.insert(0, buffer.close)
     commander = create_serial_commander(
@@ -204,7 +215,16 @@ def build_serial_parts(
             raise
         if parts.service is not None:
             closables.insert(0, parts.service.close)
+            if replay_client is not None:
+                from ding.service.replay_metrics import watch_replay  # deferred: the replay extra
+
+                watch_replay(parts.service, buffer)
     return parts
+
+
+def log_replay_state(learner: Any, before: str, after: str) -> None:
+    """A line in the learner's log (and on the console) when the replay service's client changes state."""
+    learner.info(f'replay service: {before} -> {after}', console=True)
 
 
 def agree_run_dir(ranks: RankGroup, exp_name: str, resume_path: str | None) -> tuple[str, str | None]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import grpc
 
+from ding.utils.host_port import parse_host_port
+
 from .auth import TOKEN_METADATA, replay_token
 from .codec import Encoding, EncodingError, decode_batch, encode_batch, unstack
 from .v1 import replay_pb2, replay_pb2_grpc
@@ -33,16 +35,6 @@ STATES = (OK, WAITING, DEGRADED)
 
 class ReplayError(RuntimeError):
     """The replay service refused a call for good (wrong token, malformed batch)."""
-
-
-def parse_address(address: Any, where: str = 'replay address') -> str:
-    """``'HOST:PORT'`` checked; ``ValueError`` naming ``where`` otherwise."""
-    if not isinstance(address, str) or address.count(':') != 1:
-        raise ValueError(f'{where} must be HOST:PORT, got {address!r}')
-    host, port = address.split(':')
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f'{where} must be HOST:PORT with a port in [1, 65535], got {address!r}')
-    return address
 
 
 @dataclass
@@ -67,7 +59,8 @@ class ReplayClient:
         timeout: float = 10.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        self.address = parse_address(address)
+        parse_host_port(address, 'replay address')
+        self.address = address
         self.timeout = float(timeout)
         self._metadata = ((TOKEN_METADATA, replay_token(secret)),)
         options = [
@@ -186,8 +179,9 @@ class BatchPrefetcher:
         self._degraded_after = int(degraded_after)
         self._backoff = backoff or Backoff()
         self._empty_wait = float(empty_wait)
-        self._observe = observe
-        self._on_state = on_state
+        # told of every call (status, seconds) / of every state change (before, after); more may be added
+        self.observers: list[Callable[[str, float], None]] = [observe] if observe else []
+        self.state_listeners: list[Callable[[str, str], None]] = [on_state] if on_state else []
         self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -228,12 +222,12 @@ class BatchPrefetcher:
     def _set_state(self, state: str) -> None:
         if state != self.state:
             before, self.state = self.state, state
-            if self._on_state is not None:
-                self._on_state(before, state)
+            for listener in self.state_listeners:
+                listener(before, state)
 
     def _note(self, status: str, seconds: float) -> None:
-        if self._observe is not None:
-            self._observe(status, seconds)
+        for observer in self.observers:
+            observer(status, seconds)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -367,5 +361,4 @@ __all__ = [
     'PrioritySender',
     'SampledBatch',
     'insert_with_retry',
-    'parse_address',
 ]

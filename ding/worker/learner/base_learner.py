@@ -71,6 +71,8 @@ class BaseLearner(LearnerState, LearnerConnections):
         # Skip optimizer steps with non-finite gradients, cut the lr, roll back after repeated ones
         # (ding.worker.learner.nan_guard; an addition to DI-engine's keys).
         nan_guard=dict(enable=True, lr_cut_factor=0.5, max_consecutive_bad=3, rollback=True, max_rollbacks=3),
+        # where checkpoints go besides ./EXP_NAME/ckpt (`ding learner --ckpt-uri`); None: the local directory only
+        checkpoint=dict(ckpt_uri=None),
     )
 
     @classmethod

@@ -1,4 +1,17 @@
-"""The replay service (``ding replay-server``) and the learner's and collectors' side of it (docs/replay.md)."""
+"""The replay service (``ding replay-server``) and the learner's and collectors' side of it (docs/replay.md).
+``settings`` loads without the ``replay`` extra; the other names load grpc on first use."""
 
-from .remote_buffer import RemoteReplayBuffer, check_replay_client_config
-from .server import ReplayServer, ReplayServicer, TokenInterceptor
+from ding.utils.lazy_import import lazy_exports
+
+from .settings import REPLAY_CLIENT_DEFAULTS, check_replay_client_config, replay_secret
+
+_EXPORTS = {
+    'RemoteReplayBuffer': '.remote_buffer',
+    'ReplayServer': '.server',
+    'ReplayServicer': '.server',
+    'TokenInterceptor': '.server',
+}
+
+__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config', 'replay_secret'] + list(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
