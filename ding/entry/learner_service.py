@@ -130,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print('ding learner: error: --train-iter must be >= 1', file=sys.stderr)
         return 2
     try:
-        solved = learner_service(
-            args.config, args.replay, args.weights, args.ckpt_uri, args.run_id, args.seed, args.train_iter
-        )
+        learner_service(args.config, args.replay, args.weights, args.ckpt_uri, args.run_id, args.seed, args.train_iter)
     except ConfigError as exc:
         print(f'ding learner: error: {exc}', file=sys.stderr)
         return 2

@@ -218,7 +218,7 @@ def build_serial_parts(
             if replay_client is not None:
                 from ding.service.replay_metrics import watch_replay  # deferred: the replay extra
 
-                watch_replay(parts.service, buffer)
+                watch_replay(parts.service, parts.buffer)
     return parts
 
 

@@ -103,7 +103,10 @@ class ServiceMetrics:
             registry=r,
         )
         self.samples = Counter(
-            'learner_samples', 'Sample calls to the replay service, by outcome (ok, empty, error)', ['status'], registry=r
+            'learner_samples',
+            'Sample calls to the replay service, by outcome (ok, empty, error)',
+            ['status'],
+            registry=r,
         )
         self.replay_state = Enum(
             'learner_replay_state', "State of the replay service's client", states=list(REPLAY_STATES), registry=r

@@ -21,7 +21,9 @@ def watch_replay(runtime: ServiceRuntime, buffer: RemoteReplayBuffer) -> None:
     def on_state(before: str, after: str) -> None:
         if metrics is not None:
             metrics.replay_state.state(after)
-        runtime.emit('replay_state', before=before, after=after, address=buffer.address, error=prefetcher.last_error or None)
+        runtime.emit(
+            'replay_state', before=before, after=after, address=buffer.address, error=prefetcher.last_error or None
+        )
 
     prefetcher.state_listeners.append(on_state)
 

@@ -45,7 +45,19 @@ def test_dqn_trains_through_a_replay_outage(tmp_path):
     try:
         processes.append(replay_server(str(tmp_path), replay_port))
         learner = DingProcess(
-            ['learner', '-c', config, '--replay', replay, '--weights', weights, '--run-id', 'lrn', '--train-iter', '4000'],
+            [
+                'learner',
+                '-c',
+                config,
+                '--replay',
+                replay,
+                '--weights',
+                weights,
+                '--run-id',
+                'lrn',
+                '--train-iter',
+                '4000',
+            ],
             str(tmp_path),
         )
         processes.append(learner)

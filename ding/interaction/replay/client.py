@@ -87,7 +87,9 @@ class ReplayClient:
 
     def update_priorities(self, ids: Sequence[str], idxs: Sequence[int], priorities: Sequence[float]) -> None:
         request = replay_pb2.UpdatePrioritiesRequest(
-            replay_unique_id=list(ids), replay_buffer_idx=[int(i) for i in idxs], priority=[float(p) for p in priorities]
+            replay_unique_id=list(ids),
+            replay_buffer_idx=[int(i) for i in idxs],
+            priority=[float(p) for p in priorities],
         )
         self._stub.UpdatePriorities(request, timeout=self.timeout, metadata=self._metadata)
 

@@ -179,7 +179,7 @@ def decode_batch(batch: replay_pb2.Batch, expected: Encoding | None = None) -> d
     return out
 
 
-def unstack(fields: Mapping[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
+def unstack(fields: Mapping[str, torch.Tensor], size: int) -> list[dict[str, Any]]:
     """Per-item dicts of views into the stacked ``fields``."""
     columns = {k: v.unbind(0) for k, v in fields.items()}
     return [{k: col[i] for k, col in columns.items()} for i in range(size)]

@@ -24,6 +24,7 @@ from ding.interaction.replay.client import (
 )
 from ding.interaction.replay.codec import Encoding
 
+
 class RemoteReplayBuffer:
     """The buffer interface over a replay service. ``observe(status, seconds)`` is told of every sample call
     and ``on_state(before, after)`` of the prefetcher's state changes (``ding.interaction.replay.client``)."""
@@ -74,7 +75,9 @@ class RemoteReplayBuffer:
         items = [data] if isinstance(data, dict) else list(data)
         if not items:
             return
-        answer = insert_with_retry(self.client, items, cur_collector_envstep, self._closed, on_retry=self._on_insert_retry)
+        answer = insert_with_retry(
+            self.client, items, cur_collector_envstep, self._closed, on_retry=self._on_insert_retry
+        )
         if answer is not None:
             self._push_count += len(items)
             self._count = int(answer.count)

@@ -86,7 +86,8 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
     def Sample(self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext) -> replay_pb2.SampleResponse:
         if not 0 < request.batch_size <= MAX_BATCH_ITEMS:
             context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f'batch_size must be in [1, {MAX_BATCH_ITEMS}], got {request.batch_size}'
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f'batch_size must be in [1, {MAX_BATCH_ITEMS}], got {request.batch_size}',
             )
         count = self.buffer.count()
         items = self.buffer.sample(int(request.batch_size), int(request.learner_iter)) if count else None
@@ -106,7 +107,9 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
     ) -> replay_pb2.UpdatePrioritiesResponse:
         n = len(request.replay_unique_id)
         if not n == len(request.replay_buffer_idx) == len(request.priority):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, 'replay_unique_id, replay_buffer_idx, priority differ in length')
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, 'replay_unique_id, replay_buffer_idx, priority differ in length'
+            )
         try:
             self.buffer.update(
                 {

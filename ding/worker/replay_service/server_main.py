@@ -23,15 +23,15 @@ from ding.interaction.replay.client import DEFAULT_MAX_MESSAGE_BYTES
 from ding.utils.registry import BUFFER_REGISTRY
 from ding.worker.replay_buffer import create_buffer
 
-from .settings import REPLAY_CLIENT_DEFAULTS, replay_secret
 from .server import ReplayServer
+from .settings import REPLAY_CLIENT_DEFAULTS, replay_secret
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='ding replay-server', description='Serve a replay buffer over gRPC (replay.v1).')
     p.add_argument('--host', default='127.0.0.1', help='bind address (default 127.0.0.1: this host only)')
     p.add_argument('--port', type=int, default=0, help='port (default 0: a free one, printed at start)')
-    p.add_argument('-c', '--config', help="a config file: its policy.other.replay_buffer section builds the buffer")
+    p.add_argument('-c', '--config', help='a config file: its policy.other.replay_buffer section builds the buffer')
     p.add_argument('--buffer-type', help="the buffer's type (naive, advanced, ...); overrides the config's")
     p.add_argument('--size', type=int, help='replay_buffer_size; overrides the config')
     p.add_argument(

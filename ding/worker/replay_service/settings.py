@@ -13,7 +13,6 @@ from ding.config.errors import ConfigError
 from ding.interaction.base.auth import RUN_SECRET_ENV, resolve_run_secret
 from ding.utils.host_port import parse_host_port
 
-
 # The keys of policy.other.replay_buffer that select and tune the replay service's client.
 REPLAY_CLIENT_DEFAULTS = dict(
     replay_address=None,  # 'HOST:PORT' of a `ding replay-server`; None: the in-process buffer
@@ -44,7 +43,9 @@ def check_replay_client_config(section: Mapping[str, Any] | None) -> EasyDict | 
         return isinstance(v, int) and not isinstance(v, bool)
 
     if not integer(cfg.prefetch_depth) or not 1 <= cfg.prefetch_depth <= 64:
-        problems.append(f'{_SECTION}.prefetch_depth = {cfg.prefetch_depth!r} is out of range: must be an int in [1, 64]')
+        problems.append(
+            f'{_SECTION}.prefetch_depth = {cfg.prefetch_depth!r} is out of range: must be an int in [1, 64]'
+        )
     if not integer(cfg.degraded_after) or cfg.degraded_after < 1:
         problems.append(f'{_SECTION}.degraded_after = {cfg.degraded_after!r} is out of range: must be an int >= 1')
     if not number(cfg.replay_timeout) or cfg.replay_timeout <= 0:
