@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import torch
 
 from ding.utils.host_port import parse_host_port
 
 from .auth import TOKEN_METADATA, replay_token
-from .codec import Encoding, EncodingError, decode_batch, encode_batch, unstack
+from .codec import Encoding, EncodingError, decode_batch, encode_batch
 from .v1 import replay_pb2, replay_pb2_grpc
 
 _LOG = logging.getLogger('ding.replay')
@@ -139,17 +140,19 @@ def insert_with_retry(
 
 @dataclass
 class SampledBatch:
-    """One decoded batch: per-item dicts (each with ``replay_unique_id``, ``replay_buffer_idx`` and ``IS``)."""
+    """One decoded, collated batch: field -> tensor ``[size, *shape]``, plus ``replay_unique_id`` and
+    ``replay_buffer_idx`` (lists) and ``IS`` (float32 tensor ``[size]``), as a policy's learn mode takes it."""
 
-    items: list[dict[str, Any]]
+    data: dict[str, Any]
+    size: int
     latency: float
 
 
 class BatchPrefetcher:
-    """Keeps up to ``prefetch_depth`` sampled batches decoded in a bounded queue, filled by one thread.
+    """Keeps up to ``prefetch_depth`` sampled batches decoded in a bounded queue, filled by two threads.
 
-    The training loop takes batches with ``get``; while the queue is full the thread blocks, so a learner that
-    falls behind limits the calls in flight (one at most). Errors are retried with backoff and jitter; after
+    The training loop takes batches with ``get``. Batches ready plus calls in flight never exceed
+    ``prefetch_depth``: a learner that falls behind stops the calls until it takes a batch. Errors are retried with backoff and jitter; after
     ``degraded_after`` consecutive failures ``state`` becomes ``'degraded'`` until a call succeeds again.
     ``'waiting'`` means the service answers but cannot serve a batch yet. ``observe(status, seconds)`` is told
     of every call (status: 'ok', 'empty', 'error').
@@ -185,8 +188,10 @@ class BatchPrefetcher:
         self.observers: list[Callable[[str, float], None]] = [observe] if observe else []
         self.state_listeners: list[Callable[[str, str], None]] = [on_state] if on_state else []
         self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth)
+        self._slots = threading.Semaphore(self.prefetch_depth)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self.state = WAITING
         self.consecutive_failures = 0
@@ -194,16 +199,20 @@ class BatchPrefetcher:
 
     # ---- control -------------------------------------------------------------------------------------
     def start(self) -> BatchPrefetcher:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name='replay-prefetch', daemon=True)
-            self._thread.start()
+        """Start the fetching threads: ``min(prefetch_depth, 2)`` of them, so one call's latency overlaps
+        another's transfer and decoding."""
+        if not self._threads:
+            for i in range(min(self.prefetch_depth, 2)):
+                thread = threading.Thread(target=self._run, name=f'replay-prefetch-{i}', daemon=True)
+                thread.start()
+                self._threads.append(thread)
         return self
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.client.timeout + 1)
-            self._thread = None
+        for thread in self._threads:
+            thread.join(timeout=self.client.timeout + 1)
+        self._threads = []
 
     def qsize(self) -> int:
         return self._queue.qsize()
@@ -214,7 +223,9 @@ class BatchPrefetcher:
         if self._error is not None:
             raise ReplayError(str(self._error))
         try:
-            return self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
+            batch = self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
+            self._slots.release()
+            return batch
         except queue.Empty:
             if self._error is not None:
                 raise ReplayError(str(self._error)) from None
@@ -233,57 +244,64 @@ class BatchPrefetcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            t0 = time.perf_counter()
-            try:
-                response = self.client.sample_raw(self.batch_size, self._learner_iter())
-            except grpc.RpcError as exc:
-                self._note('error', time.perf_counter() - t0)
-                self.last_error = describe(exc)
-                if is_fatal(exc):
-                    self._error = ReplayError(f'replay service at {self.client.address}: {self.last_error}')
-                    return
-                self.consecutive_failures += 1
-                if self.consecutive_failures >= self._degraded_after:
-                    self._set_state(DEGRADED)
-                self._stop.wait(self._backoff.delay(self.consecutive_failures))
+            # a slot per batch in flight or ready: at most prefetch_depth of them (backpressure)
+            if not self._slots.acquire(timeout=0.1):
                 continue
-            self.consecutive_failures = 0
-            if not response.ready:
-                self._note('empty', time.perf_counter() - t0)
-                self._set_state(WAITING)
-                self._stop.wait(self._empty_wait)
-                continue
-            try:
-                batch = self._decode(response)
-            except (EncodingError, ValueError) as exc:
-                self._error = ReplayError(f'replay service at {self.client.address} sent a bad batch: {exc}')
+            batch = self._fetch_one()
+            if batch is None:
+                self._slots.release()
+            else:
+                self._queue.put(batch)  # never blocks: the slot was taken for it
+            if self._error is not None:
                 return
-            seconds = time.perf_counter() - t0
-            self._note('ok', seconds)
-            self._set_state(OK)
-            self._put(SampledBatch(batch, seconds))
 
-    def _decode(self, response: replay_pb2.SampleResponse) -> list[dict[str, Any]]:
+    def _fetch_one(self) -> SampledBatch | None:
+        t0 = time.perf_counter()
+        try:
+            response = self.client.sample_raw(self.batch_size, self._learner_iter())
+        except grpc.RpcError as exc:
+            self._note('error', time.perf_counter() - t0)
+            self.last_error = describe(exc)
+            if is_fatal(exc):
+                self._error = ReplayError(f'replay service at {self.client.address}: {self.last_error}')
+                return None
+            with self._lock:
+                self.consecutive_failures += 1
+                failures = self.consecutive_failures
+                if failures >= self._degraded_after:
+                    self._set_state(DEGRADED)
+            self._stop.wait(self._backoff.delay(failures))
+            return None
+        with self._lock:
+            self.consecutive_failures = 0
+        if not response.ready:
+            self._note('empty', time.perf_counter() - t0)
+            with self._lock:
+                self._set_state(WAITING)
+            self._stop.wait(self._empty_wait)
+            return None
+        try:
+            data = self._decode(response)
+        except (EncodingError, ValueError) as exc:
+            self._error = ReplayError(f'replay service at {self.client.address} sent a bad batch: {exc}')
+            return None
+        seconds = time.perf_counter() - t0
+        self._note('ok', seconds)
+        with self._lock:
+            self._set_state(OK)
+        return SampledBatch(data, len(data['replay_unique_id']), seconds)
+
+    def _decode(self, response: replay_pb2.SampleResponse) -> dict[str, Any]:
         size = response.batch.size
         n_ids, n_idx, n_is = len(response.replay_unique_id), len(response.replay_buffer_idx), len(response.is_weight)
         if not n_ids == n_idx == n_is == size:
             raise EncodingError(f'a batch of {size} items came with {n_ids} ids, {n_idx} slots, {n_is} weights')
-        items = unstack(decode_batch(response.batch, self._expected), size)
-        for item, uid, idx, weight in zip(
-            items, response.replay_unique_id, response.replay_buffer_idx, response.is_weight
-        ):
-            item['replay_unique_id'] = uid
-            item['replay_buffer_idx'] = int(idx)
-            item['IS'] = float(weight)
-        return items
-
-    def _put(self, batch: SampledBatch) -> None:
-        while not self._stop.is_set():  # blocks while the learner is behind (backpressure)
-            try:
-                self._queue.put(batch, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        # already collated: what default_collate makes of the same items (tensors stacked on a leading dim)
+        data: dict[str, Any] = dict(decode_batch(response.batch, self._expected))
+        data['replay_unique_id'] = list(response.replay_unique_id)
+        data['replay_buffer_idx'] = list(response.replay_buffer_idx)
+        data['IS'] = torch.tensor(response.is_weight, dtype=torch.float32)
+        return data
 
 
 class PrioritySender:

@@ -3,7 +3,8 @@ in-process buffers, so the serial pipeline and ``ding learner`` use a replay ser
 ``policy.other.replay_buffer.replay_address`` is set (docs/replay.md).
 
 ``push`` inserts through the service, retrying until it succeeds (nothing is dropped during an outage);
-``sample`` takes a batch the prefetcher decoded ahead (waiting at most ``sample_wait`` seconds, else None);
+``sample`` takes a batch the prefetcher decoded ahead (waiting at most ``sample_wait`` seconds, else None): a
+collated batch (a dict of stacked tensors, which every learn mode takes) rather than a list of sample dicts;
 ``update`` sends priorities back from a thread.
 """
 
@@ -84,7 +85,7 @@ class RemoteReplayBuffer:
 
     def sample(
         self, size: int, cur_learner_iter: int = -1, sample_range: slice | None = None, replace: bool = False
-    ) -> list[dict] | None:
+    ) -> dict[str, Any] | None:
         if sample_range is not None:
             raise ValueError('RemoteReplayBuffer.sample: sample_range is not offered by the replay service')
         self._learner_iter = int(cur_learner_iter)
@@ -93,9 +94,9 @@ class RemoteReplayBuffer:
         t0 = time.perf_counter()
         batch = self.prefetcher.get(timeout=float(self.cfg.sample_wait))
         self.wait_seconds += time.perf_counter() - t0
-        if batch is None or len(batch.items) != size:
+        if batch is None or batch.size != size:
             return None
-        return batch.items
+        return batch.data
 
     def update(self, info: dict[str, list[Any]]) -> None:
         if self._priorities is None:

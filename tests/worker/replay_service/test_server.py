@@ -93,10 +93,11 @@ def test_the_prefetcher_keeps_at_most_prefetch_depth_batches_ready(server):
     prefetcher = BatchPrefetcher(client, 8, prefetch_depth=3, observe=lambda status, s: calls.append(status)).start()
     try:
         assert wait_for(lambda: prefetcher.qsize() == 3)
-        time.sleep(0.3)  # a full queue blocks the thread: no more calls than batches taken plus one in flight
-        assert prefetcher.qsize() == 3 and calls.count('ok') <= 4
+        time.sleep(0.3)  # a full queue stops the calls: batches ready plus calls in flight <= prefetch_depth
+        assert prefetcher.qsize() == 3 and calls.count('ok') == 3
         batch = prefetcher.get(timeout=1)
-        assert len(batch.items) == 8 and {'obs', 'action', 'IS', 'replay_unique_id'} <= set(batch.items[0])
+        assert batch.size == 8 and batch.data['obs'].shape == (8, 4) and batch.data['IS'].shape == (8,)
+        assert len(batch.data['replay_unique_id']) == 8 and batch.data['action'].dtype == torch.int64
         assert prefetcher.state == OK
     finally:
         prefetcher.close()
@@ -118,7 +119,7 @@ def test_the_learner_side_goes_degraded_in_an_outage_and_recovers_on_the_same_po
         server = ReplayServer(create_buffer(dict(type='naive', replay_buffer_size=200)), SECRET, port=port).start()
         remote.push(transitions(32))  # the collectors refill the restarted server
         assert wait_for(lambda: remote.sample(8, 1) is not None and remote.state == OK)
-        assert states[-2:] == [DEGRADED, OK]
+        assert DEGRADED in states and states[-1] == OK
     finally:
         remote.close()
         server.stop(grace=None)
