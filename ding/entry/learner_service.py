@@ -100,6 +100,8 @@ def learner_service(
                     break
             batch = buffer.sample(learn_cfg.batch_size, learner.train_iter)
             if batch is None:  # no batch within sample_wait: the optimizer waits (degraded or filling up)
+                if service is not None and service.weights is not None and service.weights.wanted:
+                    service.publish_weights(learner)  # collectors asking for weights must not wait on training
                 continue
             learner.train(batch, parts.envstep)
             if use_priority:

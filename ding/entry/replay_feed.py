@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from ding.config import ConfigError
 from ding.worker.collector.weights_client import WeightsClient, WeightsFollower
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--replay', required=True, metavar='HOST:PORT', help='the replay server (ding replay-server)')
     p.add_argument('--weights', metavar='HOST:PORT', help="follow this learner's weights (ding learner --weights)")
     p.add_argument('--run-id', help="this collector's directory ./RUN_ID/ (default: the config's exp_name + '_feed')")
+    p.add_argument('--sync-seconds', type=float, default=1.0, help='fetch new weights at most this often (default 1.0)')
     p.add_argument('-s', '--seed', type=int, default=0, help='random seed (default 0)')
     p.add_argument('--env-step', type=int, help='stop after this many env steps')
     return p
@@ -38,8 +40,10 @@ def replay_feed(
     run_id: str | None = None,
     seed: int = 0,
     max_env_step: int | None = None,
+    sync_seconds: float = 1.0,
 ) -> int:
-    """Collect and insert until ``max_env_step`` (or Ctrl-C / SIGTERM); returns the env steps collected."""
+    """Collect and insert until ``max_env_step`` (or Ctrl-C / SIGTERM); returns the env steps collected. New
+    weights are fetched at most every ``sync_seconds`` (each fetch costs the learner a publication)."""
     cfg, create_cfg = load_input_config(input_cfg)
     apply_service_args(cfg, replay, None, None, run_id or f'{cfg.get("exp_name", "default_experiment")}_feed')
     cfg.pop('service', None)  # the learner serves the run; a collector only writes
@@ -47,10 +51,13 @@ def replay_feed(
     collector, buffer, commander = parts.collector, parts.buffer, parts.commander
     follower = None if weights is None else WeightsFollower(WeightsClient(weights), parts.policy.collect_mode)
     reason = 'interrupted'
+    last_sync = -float('inf')
     try:
         while max_env_step is None or collector.envstep < max_env_step:
-            if follower is not None and follower.sync():
-                parts.learner.info(f'replay feed: weights version {follower.version}')
+            if follower is not None and time.monotonic() - last_sync >= sync_seconds:
+                last_sync = time.monotonic()
+                if follower.sync():
+                    parts.learner.info(f'replay feed: weights version {follower.version}')
             version = -1 if follower is None or follower.version is None else follower.version
             data = collector.collect(train_iter=version, policy_kwargs=commander.step())
             buffer.push(data, cur_collector_envstep=collector.envstep)
@@ -64,11 +71,11 @@ def replay_feed(
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.env_step is not None and args.env_step < 1:
-        print('ding replay-feed: error: --env-step must be >= 1', file=sys.stderr)
+    if (args.env_step is not None and args.env_step < 1) or not args.sync_seconds >= 0:
+        print('ding replay-feed: error: --env-step must be >= 1 and --sync-seconds >= 0', file=sys.stderr)
         return 2
     try:
-        replay_feed(args.config, args.replay, args.weights, args.run_id, args.seed, args.env_step)
+        replay_feed(args.config, args.replay, args.weights, args.run_id, args.seed, args.env_step, args.sync_seconds)
     except ConfigError as exc:
         print(f'ding replay-feed: error: {exc}', file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ def test_an_invalid_config_fails_before_anything_starts(tmp_path, capsys, monkey
 def test_dqn_trains_through_a_replay_outage(tmp_path):
     """Server, collector and learner; the server is SIGKILLed mid-run and restarted empty on the same port (the
     collector refills it): the learner goes degraded, pauses, resumes by itself and still solves."""
-    config = write_config(tmp_path / 'cartpole_dqn_replay.py', stop_value=120)
+    config = write_config(tmp_path / 'cartpole_dqn_replay.py', stop_value=100)
     replay_port, weights_port = free_port(), free_port()
     replay, weights = f'127.0.0.1:{replay_port}', f'127.0.0.1:{weights_port}'
     processes = []

@@ -19,7 +19,7 @@ REPLAY_CLIENT_DEFAULTS = dict(
     prefetch_depth=4,  # batches kept decoded ahead of the training loop
     replay_timeout=10.0,  # seconds one call may take
     degraded_after=3,  # consecutive failed calls before the learner pauses
-    sample_wait=1.0,  # seconds `sample` waits for a batch before returning None
+    sample_wait=0.1,  # seconds `sample` waits for a batch before returning None
 )
 _SECTION = 'policy.other.replay_buffer'
 
