@@ -82,8 +82,10 @@ class ReplayClient:
         request = replay_pb2.InsertRequest(batch=encode_batch(items), collector_envstep=int(collector_envstep))
         return self._stub.Insert(request, timeout=self.timeout, metadata=self._metadata)
 
-    def sample_raw(self, batch_size: int, learner_iter: int) -> replay_pb2.SampleResponse:
-        request = replay_pb2.SampleRequest(batch_size=int(batch_size), learner_iter=int(learner_iter))
+    def sample_raw(self, batch_size: int, learner_iter: int, batch_count: int = 1) -> replay_pb2.SampleResponse:
+        request = replay_pb2.SampleRequest(
+            batch_size=int(batch_size), learner_iter=int(learner_iter), batch_count=int(batch_count)
+        )
         return self._stub.Sample(request, timeout=self.timeout, metadata=self._metadata)
 
     def update_priorities(self, ids: Sequence[str], idxs: Sequence[int], priorities: Sequence[float]) -> None:
@@ -151,11 +153,13 @@ class SampledBatch:
 class BatchPrefetcher:
     """Keeps up to ``prefetch_depth`` sampled batches decoded in a bounded queue, filled by two threads.
 
-    The training loop takes batches with ``get``. Batches ready plus calls in flight never exceed
-    ``prefetch_depth``: a learner that falls behind stops the calls until it takes a batch. Errors are retried with backoff and jitter; after
-    ``degraded_after`` consecutive failures ``state`` becomes ``'degraded'`` until a call succeeds again.
-    ``'waiting'`` means the service answers but cannot serve a batch yet. ``observe(status, seconds)`` is told
-    of every call (status: 'ok', 'empty', 'error').
+    The training loop takes batches with ``get``. Batches ready plus batches being fetched never exceed
+    ``prefetch_depth``: a learner that falls behind stops the calls until it takes a batch. One call draws
+    ``batches_per_call`` batches (default ``max(1, prefetch_depth // 2)``), which spreads the cost of a call over
+    several batches. Errors are retried with backoff and jitter; after ``degraded_after`` consecutive failures
+    ``state`` becomes ``'degraded'`` until a call succeeds again. ``'waiting'`` means the service answers but
+    cannot serve a batch yet. Observers (``observe(status, seconds)``) are told of every call (status: 'ok',
+    'empty', 'error').
     """
 
     def __init__(
@@ -170,15 +174,18 @@ class BatchPrefetcher:
         empty_wait: float = 0.02,
         observe: Callable[[str, float], None] | None = None,
         on_state: Callable[[str, str], None] | None = None,
+        batches_per_call: int | None = None,
     ) -> None:
-        if prefetch_depth < 1 or batch_size < 1 or degraded_after < 1:
+        per_call = max(1, prefetch_depth // 2) if batches_per_call is None else batches_per_call
+        if prefetch_depth < 1 or batch_size < 1 or degraded_after < 1 or not 1 <= per_call <= prefetch_depth:
             raise ValueError(
-                f'BatchPrefetcher: prefetch_depth, batch_size and degraded_after must be >= 1, got '
-                f'{prefetch_depth}, {batch_size}, {degraded_after}'
+                f'BatchPrefetcher: prefetch_depth, batch_size and degraded_after must be >= 1 and batches_per_call '
+                f'in [1, prefetch_depth], got {prefetch_depth}, {batch_size}, {degraded_after}, {per_call}'
             )
         self.client = client
         self.batch_size = int(batch_size)
         self.prefetch_depth = int(prefetch_depth)
+        self.batches_per_call = int(per_call)
         self._learner_iter = learner_iter
         self._expected = expected
         self._degraded_after = int(degraded_after)
@@ -188,7 +195,8 @@ class BatchPrefetcher:
         self.observers: list[Callable[[str, float], None]] = [observe] if observe else []
         self.state_listeners: list[Callable[[str, str], None]] = [on_state] if on_state else []
         self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth)
-        self._slots = threading.Semaphore(self.prefetch_depth)
+        self._free = self.prefetch_depth  # batches that may still be fetched (the rest are ready or coming)
+        self._slots = threading.Condition()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -199,10 +207,9 @@ class BatchPrefetcher:
 
     # ---- control -------------------------------------------------------------------------------------
     def start(self) -> BatchPrefetcher:
-        """Start the fetching threads: ``min(prefetch_depth, 2)`` of them, so one call's latency overlaps
-        another's transfer and decoding."""
+        """Start the fetching threads (two, so one call's latency overlaps another's decoding)."""
         if not self._threads:
-            for i in range(min(self.prefetch_depth, 2)):
+            for i in range(2):
                 thread = threading.Thread(target=self._run, name=f'replay-prefetch-{i}', daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -224,14 +231,26 @@ class BatchPrefetcher:
             raise ReplayError(str(self._error))
         try:
             batch = self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
-            self._slots.release()
-            return batch
         except queue.Empty:
             if self._error is not None:
                 raise ReplayError(str(self._error)) from None
             return None
+        self._release(1)
+        return batch
 
-    # ---- the thread ----------------------------------------------------------------------------------
+    # ---- the threads ---------------------------------------------------------------------------------
+    def _take(self, n: int) -> bool:
+        with self._slots:
+            if not self._slots.wait_for(lambda: self._free >= n, timeout=0.1):
+                return False
+            self._free -= n
+            return True
+
+    def _release(self, n: int) -> None:
+        with self._slots:
+            self._free += n
+            self._slots.notify_all()
+
     def _set_state(self, state: str) -> None:
         if state != self.state:
             before, self.state = self.state, state
@@ -243,35 +262,33 @@ class BatchPrefetcher:
             observer(status, seconds)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            # a slot per batch in flight or ready: at most prefetch_depth of them (backpressure)
-            if not self._slots.acquire(timeout=0.1):
+        while not self._stop.is_set() and self._error is None:
+            count = self.batches_per_call
+            if not self._take(count):  # backpressure: the batches ready and coming fill prefetch_depth
                 continue
-            batch = self._fetch_one()
-            if batch is None:
-                self._slots.release()
-            else:
-                self._queue.put(batch)  # never blocks: the slot was taken for it
-            if self._error is not None:
-                return
+            batches = self._fetch(count)
+            for batch in batches:
+                self._queue.put(batch)  # never blocks: a slot was taken for it
+            self._release(count - len(batches))
 
-    def _fetch_one(self) -> SampledBatch | None:
+    def _fetch(self, count: int) -> list[SampledBatch]:
         t0 = time.perf_counter()
+        batch_size = self.batch_size
         try:
-            response = self.client.sample_raw(self.batch_size, self._learner_iter())
+            response = self.client.sample_raw(batch_size, self._learner_iter(), count)
         except grpc.RpcError as exc:
             self._note('error', time.perf_counter() - t0)
             self.last_error = describe(exc)
             if is_fatal(exc):
                 self._error = ReplayError(f'replay service at {self.client.address}: {self.last_error}')
-                return None
+                return []
             with self._lock:
                 self.consecutive_failures += 1
                 failures = self.consecutive_failures
                 if failures >= self._degraded_after:
                     self._set_state(DEGRADED)
             self._stop.wait(self._backoff.delay(failures))
-            return None
+            return []
         with self._lock:
             self.consecutive_failures = 0
         if not response.ready:
@@ -279,29 +296,49 @@ class BatchPrefetcher:
             with self._lock:
                 self._set_state(WAITING)
             self._stop.wait(self._empty_wait)
-            return None
+            return []
         try:
-            data = self._decode(response)
+            data = self._decode(response, batch_size * count)
         except (EncodingError, ValueError) as exc:
             self._error = ReplayError(f'replay service at {self.client.address} sent a bad batch: {exc}')
-            return None
+            return []
         seconds = time.perf_counter() - t0
         self._note('ok', seconds)
         with self._lock:
             self._set_state(OK)
-        return SampledBatch(data, len(data['replay_unique_id']), seconds)
+        return [SampledBatch(part, batch_size, seconds) for part in _split(data, batch_size)]
 
-    def _decode(self, response: replay_pb2.SampleResponse) -> dict[str, Any]:
+    def _decode(self, response: replay_pb2.SampleResponse, expected_size: int) -> dict[str, Any]:
         size = response.batch.size
         n_ids, n_idx, n_is = len(response.replay_unique_id), len(response.replay_buffer_idx), len(response.is_weight)
-        if not n_ids == n_idx == n_is == size:
-            raise EncodingError(f'a batch of {size} items came with {n_ids} ids, {n_idx} slots, {n_is} weights')
+        if not n_ids == n_idx == n_is == size == expected_size:
+            raise EncodingError(
+                f'asked for {expected_size} items, got a batch of {size} with {n_ids} ids, {n_idx} slots, '
+                f'{n_is} weights'
+            )
         # already collated: what default_collate makes of the same items (tensors stacked on a leading dim)
         data: dict[str, Any] = dict(decode_batch(response.batch, self._expected))
         data['replay_unique_id'] = list(response.replay_unique_id)
         data['replay_buffer_idx'] = list(response.replay_buffer_idx)
         data['IS'] = torch.tensor(response.is_weight, dtype=torch.float32)
         return data
+
+
+def _split(data: dict[str, Any], batch_size: int) -> list[dict[str, Any]]:
+    """``data`` (collated, a multiple of ``batch_size`` items) cut into batches of ``batch_size`` (views)."""
+    n = len(data['replay_unique_id']) // batch_size
+    if n == 1:
+        return [data]
+    parts: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, value in data.items():
+        pieces = (
+            value.split(batch_size)
+            if isinstance(value, torch.Tensor)
+            else [value[i * batch_size : (i + 1) * batch_size] for i in range(n)]
+        )
+        for part, piece in zip(parts, pieces):
+            part[key] = piece
+    return parts
 
 
 class PrioritySender:

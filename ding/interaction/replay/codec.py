@@ -81,6 +81,25 @@ def _as_tensor(key: str, value: Any) -> torch.Tensor:
     return tensor
 
 
+def _stack(key: str, values: list[Any]) -> torch.Tensor:
+    """``values`` stacked on a new leading dim in a dtype that travels."""
+    first = values[0]
+    if isinstance(first, torch.Tensor) and not first.requires_grad and first.device.type == 'cpu':
+        # the common case (a buffer's stored tensors): one stack, checked by torch itself
+        try:
+            stacked = torch.stack(values)
+        except (RuntimeError, TypeError):
+            stacked = None  # mixed shapes, dtypes or types: the item-by-item path names the problem
+        if stacked is not None and stacked.dtype in DTYPES.values():
+            return stacked
+    tensors = [_as_tensor(key, value) for value in values]
+    shapes = {tuple(t.shape) for t in tensors}
+    dtypes = {t.dtype for t in tensors}
+    if len(shapes) > 1 or len(dtypes) > 1:
+        raise EncodingError(f"field '{key}': items differ in shape or dtype ({shapes}, {dtypes})")
+    return torch.stack(tensors)
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return next(name for name, d in DTYPES.items() if d == dtype)
 
@@ -98,14 +117,10 @@ def encode_batch(items: Sequence[Mapping[str, Any]], skip: Sequence[str] = ()) -
         if not _NAME_RE.match(str(key)):
             raise EncodingError(f'field name {key!r} is not an identifier of at most 64 characters')
         try:
-            tensors = [_as_tensor(key, item[key]) for item in items]
+            values = [item[key] for item in items]
         except KeyError:
             raise EncodingError(f"field '{key}' is missing from some items of the batch") from None
-        shapes = {tuple(t.shape) for t in tensors}
-        dtypes = {t.dtype for t in tensors}
-        if len(shapes) > 1 or len(dtypes) > 1:
-            raise EncodingError(f"field '{key}': items differ in shape or dtype ({shapes}, {dtypes})")
-        stacked = torch.stack(tensors).contiguous()
+        stacked = _stack(key, values)
         batch.fields.append(
             replay_pb2.Field(
                 name=key,

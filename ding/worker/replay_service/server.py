@@ -8,6 +8,7 @@ insert, against the encoding that insert fixed (the fields, dtypes and shapes of
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -84,15 +85,19 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
         return replay_pb2.InsertResponse(count=self.buffer.count(), push_count=self.buffer.push_count)
 
     def Sample(self, request: replay_pb2.SampleRequest, context: grpc.ServicerContext) -> replay_pb2.SampleResponse:
-        if not 0 < request.batch_size <= MAX_BATCH_ITEMS:
+        n = request.batch_size * max(1, request.batch_count)
+        if not 0 < n <= MAX_BATCH_ITEMS:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f'batch_size must be in [1, {MAX_BATCH_ITEMS}], got {request.batch_size}',
+                f'batch_size * batch_count must be in [1, {MAX_BATCH_ITEMS}], got {request.batch_size} * '
+                f'{request.batch_count}',
             )
         count = self.buffer.count()
-        items = self.buffer.sample(int(request.batch_size), int(request.learner_iter)) if count else None
+        items = self.buffer.sample(n, int(request.learner_iter)) if count else None
         if not items:
             return replay_pb2.SampleResponse(ready=False, count=count)
+        if request.batch_count > 1:  # each batch a random subset (a prioritised draw comes ordered by stratum)
+            random.shuffle(items)
         return replay_pb2.SampleResponse(
             ready=True,
             batch=encode_batch(items, skip=_BOOKKEEPING),

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'ding/interaction/replay/v1/replay.proto\x12\x0e\x64ing.replay.v1\"A\n\x05\x46ield\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"<\n\x05\x42\x61tch\x12\x0c\n\x04size\x18\x01 \x01(\r\x12%\n\x06\x66ields\x18\x02 \x03(\x0b\x32\x15.ding.replay.v1.Field\"P\n\rInsertRequest\x12$\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x15.ding.replay.v1.Batch\x12\x19\n\x11\x63ollector_envstep\x18\x02 \x01(\x03\"3\n\x0eInsertResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x04\x12\x12\n\npush_count\x18\x02 \x01(\x04\"9\n\rSampleRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\r\x12\x14\n\x0clearner_iter\x18\x02 \x01(\x03\"\x9c\x01\n\x0eSampleResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12$\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x15.ding.replay.v1.Batch\x12\x18\n\x10replay_unique_id\x18\x03 \x03(\t\x12\x19\n\x11replay_buffer_idx\x18\x04 \x03(\x03\x12\x11\n\tis_weight\x18\x05 \x03(\x01\x12\r\n\x05\x63ount\x18\x06 \x01(\x04\"`\n\x17UpdatePrioritiesRequest\x12\x18\n\x10replay_unique_id\x18\x01 \x03(\t\x12\x19\n\x11replay_buffer_idx\x18\x02 \x03(\x03\x12\x10\n\x08priority\x18\x03 \x03(\x01\"\x1a\n\x18UpdatePrioritiesResponse\"\x0f\n\rStatusRequest\"q\n\x0eStatusResponse\x12\x13\n\x0b\x62uffer_type\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x12\n\npush_count\x18\x03 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x15.ding.replay.v1.Batch2\xca\x02\n\x06Replay\x12G\n\x06Insert\x12\x1d.ding.replay.v1.InsertRequest\x1a\x1e.ding.replay.v1.InsertResponse\x12G\n\x06Sample\x12\x1d.ding.replay.v1.SampleRequest\x1a\x1e.ding.replay.v1.SampleResponse\x12\x65\n\x10UpdatePriorities\x12\'.ding.replay.v1.UpdatePrioritiesRequest\x1a(.ding.replay.v1.UpdatePrioritiesResponse\x12G\n\x06Status\x12\x1d.ding.replay.v1.StatusRequest\x1a\x1e.ding.replay.v1.StatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'ding/interaction/replay/v1/replay.proto\x12\x0e\x64ing.replay.v1\"A\n\x05\x46ield\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"<\n\x05\x42\x61tch\x12\x0c\n\x04size\x18\x01 \x01(\r\x12%\n\x06\x66ields\x18\x02 \x03(\x0b\x32\x15.ding.replay.v1.Field\"P\n\rInsertRequest\x12$\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x15.ding.replay.v1.Batch\x12\x19\n\x11\x63ollector_envstep\x18\x02 \x01(\x03\"3\n\x0eInsertResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x04\x12\x12\n\npush_count\x18\x02 \x01(\x04\"N\n\rSampleRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\r\x12\x14\n\x0clearner_iter\x18\x02 \x01(\x03\x12\x13\n\x0b\x62\x61tch_count\x18\x03 \x01(\r\"\x9c\x01\n\x0eSampleResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12$\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x15.ding.replay.v1.Batch\x12\x18\n\x10replay_unique_id\x18\x03 \x03(\t\x12\x19\n\x11replay_buffer_idx\x18\x04 \x03(\x03\x12\x11\n\tis_weight\x18\x05 \x03(\x01\x12\r\n\x05\x63ount\x18\x06 \x01(\x04\"`\n\x17UpdatePrioritiesRequest\x12\x18\n\x10replay_unique_id\x18\x01 \x03(\t\x12\x19\n\x11replay_buffer_idx\x18\x02 \x03(\x03\x12\x10\n\x08priority\x18\x03 \x03(\x01\"\x1a\n\x18UpdatePrioritiesResponse\"\x0f\n\rStatusRequest\"q\n\x0eStatusResponse\x12\x13\n\x0b\x62uffer_type\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x12\n\npush_count\x18\x03 \x01(\x04\x12\'\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x15.ding.replay.v1.Batch2\xca\x02\n\x06Replay\x12G\n\x06Insert\x12\x1d.ding.replay.v1.InsertRequest\x1a\x1e.ding.replay.v1.InsertResponse\x12G\n\x06Sample\x12\x1d.ding.replay.v1.SampleRequest\x1a\x1e.ding.replay.v1.SampleResponse\x12\x65\n\x10UpdatePriorities\x12\'.ding.replay.v1.UpdatePrioritiesRequest\x1a(.ding.replay.v1.UpdatePrioritiesResponse\x12G\n\x06Status\x12\x1d.ding.replay.v1.StatusRequest\x1a\x1e.ding.replay.v1.StatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,17 +40,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSERTRESPONSE']._serialized_start=270
   _globals['_INSERTRESPONSE']._serialized_end=321
   _globals['_SAMPLEREQUEST']._serialized_start=323
-  _globals['_SAMPLEREQUEST']._serialized_end=380
-  _globals['_SAMPLERESPONSE']._serialized_start=383
-  _globals['_SAMPLERESPONSE']._serialized_end=539
-  _globals['_UPDATEPRIORITIESREQUEST']._serialized_start=541
-  _globals['_UPDATEPRIORITIESREQUEST']._serialized_end=637
-  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_start=639
-  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_end=665
-  _globals['_STATUSREQUEST']._serialized_start=667
-  _globals['_STATUSREQUEST']._serialized_end=682
-  _globals['_STATUSRESPONSE']._serialized_start=684
-  _globals['_STATUSRESPONSE']._serialized_end=797
-  _globals['_REPLAY']._serialized_start=800
-  _globals['_REPLAY']._serialized_end=1130
+  _globals['_SAMPLEREQUEST']._serialized_end=401
+  _globals['_SAMPLERESPONSE']._serialized_start=404
+  _globals['_SAMPLERESPONSE']._serialized_end=560
+  _globals['_UPDATEPRIORITIESREQUEST']._serialized_start=562
+  _globals['_UPDATEPRIORITIESREQUEST']._serialized_end=658
+  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_start=660
+  _globals['_UPDATEPRIORITIESRESPONSE']._serialized_end=686
+  _globals['_STATUSREQUEST']._serialized_start=688
+  _globals['_STATUSREQUEST']._serialized_end=703
+  _globals['_STATUSRESPONSE']._serialized_start=705
+  _globals['_STATUSRESPONSE']._serialized_end=818
+  _globals['_REPLAY']._serialized_start=821
+  _globals['_REPLAY']._serialized_end=1151
 # @@protoc_insertion_point(module_scope)

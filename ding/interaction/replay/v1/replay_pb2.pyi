@@ -43,12 +43,14 @@ class InsertResponse(_message.Message):
     def __init__(self, count: _Optional[int] = ..., push_count: _Optional[int] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
-    __slots__ = ("batch_size", "learner_iter")
+    __slots__ = ("batch_size", "learner_iter", "batch_count")
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     LEARNER_ITER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_COUNT_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     learner_iter: int
-    def __init__(self, batch_size: _Optional[int] = ..., learner_iter: _Optional[int] = ...) -> None: ...
+    batch_count: int
+    def __init__(self, batch_size: _Optional[int] = ..., learner_iter: _Optional[int] = ..., batch_count: _Optional[int] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
     __slots__ = ("ready", "batch", "replay_unique_id", "replay_buffer_idx", "is_weight", "count")
