@@ -153,8 +153,9 @@ class SampledBatch:
 class BatchPrefetcher:
     """Keeps up to ``prefetch_depth`` sampled batches decoded in a bounded queue, filled by two threads.
 
-    The training loop takes batches with ``get``. Batches ready plus batches being fetched never exceed
-    ``prefetch_depth``: a learner that falls behind stops the calls until it takes a batch. One call draws
+    The training loop takes batches with ``get``. Up to ``prefetch_depth`` batches wait ready, and one call's
+    batches may be on their way besides: a learner that falls behind fills the queue, which stops the calls until
+    it takes batches (at most ``prefetch_depth + batches_per_call`` batches exist at any time). One call draws
     ``batches_per_call`` batches (default ``max(1, prefetch_depth // 2)``), which spreads the cost of a call over
     several batches. Errors are retried with backoff and jitter; after ``degraded_after`` consecutive failures
     ``state`` becomes ``'degraded'`` until a call succeeds again. ``'waiting'`` means the service answers but
@@ -194,8 +195,9 @@ class BatchPrefetcher:
         # told of every call (status, seconds) / of every state change (before, after); more may be added
         self.observers: list[Callable[[str, float], None]] = [observe] if observe else []
         self.state_listeners: list[Callable[[str, str], None]] = [on_state] if on_state else []
-        self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth)
-        self._free = self.prefetch_depth  # batches that may still be fetched (the rest are ready or coming)
+        # prefetch_depth batches ready, and one call's batches on their way besides
+        self._queue: queue.Queue[SampledBatch] = queue.Queue(maxsize=self.prefetch_depth + self.batches_per_call)
+        self._free = self.prefetch_depth + self.batches_per_call  # batches that may still be fetched
         self._slots = threading.Condition()
         self._lock = threading.Lock()
         self._stop = threading.Event()
