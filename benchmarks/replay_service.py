@@ -6,7 +6,9 @@ Part ``speed``: PPO and DQN on CartPole (their dizoo configs). One collector fil
 the same learner runs ``--iters`` iterations reading (a) ``buffer.sample`` of an in-process naive buffer and
 (b) ``RemoteReplayBuffer.sample`` (prefetch_depth 4) from a ``ding replay-server`` process on 127.0.0.1 holding the
 same transitions; rounds interleaved, median rate. Prints iterations per second, the ratio (target >= 0.9), the
-Sample call latency p50 / p99 and the share of the learner's time spent waiting for a batch.
+Sample call latency p50 / p99 (one call draws prefetch_depth batches), the share of the learner's time spent
+waiting for a batch, and the ratio of iterations per CPU second of the learner's process (its own overhead,
+steadier than wall clock on a shared machine; the server's CPU is not in it).
 
 Part ``outage``: ``ding replay-server`` + ``ding replay-feed`` + ``ding learner`` (DQN, stop value 195); once the
 learner trains, the server is SIGKILLed, restarted empty on the same port 10 s later and refilled by the
@@ -45,9 +47,10 @@ def collect(parts, n: int) -> list:
     return data[:n]
 
 
-def timed_loop(learner, sample, iters: int, batch_size: int) -> tuple[float, float]:
-    """(iterations per second, seconds spent in ``sample``)."""
+def timed_loop(learner, sample, iters: int, batch_size: int) -> tuple[float, float, float]:
+    """(iterations per second, seconds spent in ``sample``, iterations per CPU second of this process)."""
     waited = 0.0
+    c0 = time.process_time()
     t0 = time.perf_counter()
     done = 0
     while done < iters:
@@ -58,7 +61,7 @@ def timed_loop(learner, sample, iters: int, batch_size: int) -> tuple[float, flo
             continue
         learner.train(batch)
         done += 1
-    return iters / (time.perf_counter() - t0), waited
+    return iters / (time.perf_counter() - t0), waited, iters / (time.process_time() - c0)
 
 
 def speed(name: str, iters: int, rounds: int, workdir: str) -> dict:
@@ -80,14 +83,16 @@ def speed(name: str, iters: int, rounds: int, workdir: str) -> dict:
         remote.push(data)
         timed_loop(parts.learner, remote.sample, 20, batch_size)  # warm up both paths
         timed_loop(parts.learner, local.sample, 20, batch_size)
-        local_rates, remote_rates, wait_shares = [], [], []
+        local_rates, remote_rates, wait_shares, local_cpu, remote_cpu = [], [], [], [], []
         for _ in range(rounds):
-            rate, _ = timed_loop(parts.learner, local.sample, iters, batch_size)
+            rate, _, cpu_rate = timed_loop(parts.learner, local.sample, iters, batch_size)
             local_rates.append(rate)
+            local_cpu.append(cpu_rate)
             latencies.clear()
             t0 = time.perf_counter()
-            rate, waited = timed_loop(parts.learner, remote.sample, iters, batch_size)
+            rate, waited, cpu_rate = timed_loop(parts.learner, remote.sample, iters, batch_size)
             remote_rates.append(rate)
+            remote_cpu.append(cpu_rate)
             wait_shares.append(waited / (time.perf_counter() - t0))
         latencies.sort()
         return {
@@ -98,6 +103,7 @@ def speed(name: str, iters: int, rounds: int, workdir: str) -> dict:
             'p50_ms': 1e3 * latencies[len(latencies) // 2],
             'p99_ms': 1e3 * latencies[int(len(latencies) * 0.99)],
             'wait': statistics.median(wait_shares),
+            'cpu_ratio': statistics.median(remote_cpu) / statistics.median(local_cpu),
         }
     finally:
         remote.close()
@@ -153,11 +159,11 @@ def main() -> None:
         if args.part in ('both', 'speed'):
             rows = [speed(name, args.iters, args.rounds, workdir) for name in CONFIGS]
             print(f'\n{"algo":5} {"batch":>5} {"in-process it/s":>16} {"replay it/s":>12} {"ratio":>6} ', end='')
-            print(f'{"Sample p50 ms":>14} {"p99 ms":>7} {"wait share":>10}')
+            print(f'{"Sample p50 ms":>14} {"p99 ms":>7} {"wait share":>10} {"CPU ratio":>9}')
             for r in rows:
                 print(
                     f'{r["algo"]:5} {r["batch"]:>5} {r["local"]:>16.1f} {r["remote"]:>12.1f} '
-                    f'{r["remote"] / r["local"]:>6.2f} {r["p50_ms"]:>14.2f} {r["p99_ms"]:>7.2f} {r["wait"]:>10.1%}'
+                    f'{r["remote"] / r["local"]:>6.2f} {r["p50_ms"]:>14.2f} {r["p99_ms"]:>7.2f} {r["wait"]:>10.1%} {r["cpu_ratio"]:>9.2f}'
                 )
         if args.part in ('both', 'outage'):
             outage(workdir, args.outage_seconds)

@@ -156,8 +156,8 @@ class BatchPrefetcher:
     The training loop takes batches with ``get``. Up to ``prefetch_depth`` batches wait ready, and one call's
     batches may be on their way besides: a learner that falls behind fills the queue, which stops the calls until
     it takes batches (at most ``prefetch_depth + batches_per_call`` batches exist at any time). One call draws
-    ``batches_per_call`` batches (default ``max(1, prefetch_depth // 2)``), which spreads the cost of a call over
-    several batches. Errors are retried with backoff and jitter; after ``degraded_after`` consecutive failures
+    ``batches_per_call`` batches (default ``prefetch_depth``), which spreads the cost of a call over several
+    batches. Errors are retried with backoff and jitter; after ``degraded_after`` consecutive failures
     ``state`` becomes ``'degraded'`` until a call succeeds again. ``'waiting'`` means the service answers but
     cannot serve a batch yet. Observers (``observe(status, seconds)``) are told of every call (status: 'ok',
     'empty', 'error').
@@ -177,7 +177,7 @@ class BatchPrefetcher:
         on_state: Callable[[str, str], None] | None = None,
         batches_per_call: int | None = None,
     ) -> None:
-        per_call = max(1, prefetch_depth // 2) if batches_per_call is None else batches_per_call
+        per_call = prefetch_depth if batches_per_call is None else batches_per_call
         if prefetch_depth < 1 or batch_size < 1 or degraded_after < 1 or not 1 <= per_call <= prefetch_depth:
             raise ValueError(
                 f'BatchPrefetcher: prefetch_depth, batch_size and degraded_after must be >= 1 and batches_per_call '

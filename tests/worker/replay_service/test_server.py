@@ -90,20 +90,20 @@ def test_the_prefetcher_keeps_prefetch_depth_batches_ready_and_then_stops_callin
     client = ReplayClient(server.address, SECRET)
     client.insert(transitions(64))
     calls = []
-    prefetcher = BatchPrefetcher(client, 8, prefetch_depth=4, observe=lambda status, s: calls.append(status)).start()
+    prefetcher = BatchPrefetcher(client, 8, prefetch_depth=2, observe=lambda status, s: calls.append(status)).start()
     try:
         assert prefetcher.batches_per_call == 2
-        assert wait_for(lambda: prefetcher.qsize() == 6)  # 4 ready and one call's 2 that came besides
+        assert wait_for(lambda: prefetcher.qsize() == 4)  # 2 ready and one call's 2 that came besides
         time.sleep(0.3)  # a full queue stops the calls until the learner takes batches
-        assert prefetcher.qsize() == 6 and calls.count('ok') == 3
+        assert prefetcher.qsize() == 4 and calls.count('ok') == 2
         batch = prefetcher.get(timeout=1)
         assert batch.size == 8 and batch.data['obs'].shape == (8, 4) and batch.data['IS'].shape == (8,)
         assert len(batch.data['replay_unique_id']) == 8 and batch.data['action'].dtype == torch.int64
         assert prefetcher.state == OK
         time.sleep(0.3)
-        assert calls.count('ok') == 3  # one batch taken: not enough room for a call of two
+        assert calls.count('ok') == 2  # one batch taken: not enough room for a call of two
         prefetcher.get(timeout=1)
-        assert wait_for(lambda: calls.count('ok') == 4 and prefetcher.qsize() == 6)
+        assert wait_for(lambda: calls.count('ok') == 3 and prefetcher.qsize() == 4)
     finally:
         prefetcher.close()
         client.close()
