@@ -19,6 +19,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding.config import ConfigError
+from ding.interaction.replay.client import ReplayError
 from ding.utils.atomic_file import StorageError
 from ding.utils.host_port import parse_host_port
 
@@ -136,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f'ding learner: error: {exc}', file=sys.stderr)
         return 2
+    except ReplayError as exc:  # a wrong token or a malformed batch: no retry can cure it
+        print(f'ding learner: error: {exc}', file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

@@ -15,6 +15,7 @@ import sys
 import time
 
 from ding.config import ConfigError
+from ding.interaction.replay.client import ReplayError
 from ding.worker.collector.weights_client import WeightsClient, WeightsFollower
 
 from .learner_service import apply_service_args
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f'ding replay-feed: error: {exc}', file=sys.stderr)
         return 2
+    except ReplayError as exc:  # a wrong token or a malformed batch: no retry can cure it
+        print(f'ding replay-feed: error: {exc}', file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

@@ -74,3 +74,18 @@ def test_dqn_trains_through_a_replay_outage(tmp_path):
         assert text.index('ok -> degraded') < text.index('degraded -> waiting') < text.index('SOLVED')
     finally:
         stop_all(processes[::-1])
+
+
+def test_a_learner_with_the_wrong_secret_stops_with_the_reason(tmp_path, capsys, monkeypatch):
+    from ding.worker.replay_buffer import create_buffer
+    from ding.worker.replay_service import ReplayServer
+
+    monkeypatch.chdir(tmp_path)
+    server = ReplayServer(create_buffer(dict(type='naive')), 'the-servers-secret-0123456789').start()
+    monkeypatch.setenv('DING_RUN_SECRET', 'another-secret-0123456789abc')
+    config = write_config(tmp_path / 'cfg.py', stop_value=195)
+    try:
+        assert main(['-c', config, '--replay', server.address, '--run-id', 'wrong_secret']) == 1
+    finally:
+        server.stop(grace=None)
+    assert 'UNAUTHENTICATED: missing or wrong replay token' in capsys.readouterr().err
