@@ -1,6 +1,7 @@
 """The replay service's client on a run's ``/metrics``: ``learner_samples_total{status}``,
 ``learner_sample_latency_seconds`` (the Sample calls' latency), ``prefetch_queue_size`` (fed by the
-prefetcher) and ``learner_replay_state``; state changes also go to the JSON event log."""
+prefetcher) and ``learner_replay_state``; state changes are also run-control events (``ding ctl status``, the
+JSON event log, ``run_control_events_total{event="replay_state"}``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def watch_replay(runtime: ServiceRuntime, buffer: RemoteReplayBuffer) -> None:
     def on_state(before: str, after: str) -> None:
         if metrics is not None:
             metrics.replay_state.state(after)
-        runtime.emit(
+        runtime.control.record_event(
             'replay_state', before=before, after=after, address=buffer.address, error=prefetcher.last_error or None
         )
 
