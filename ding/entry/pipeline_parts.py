@@ -26,7 +26,7 @@ from ding.worker import (
     create_serial_collector,
     create_serial_commander,
 )
-from ding.worker.replay_service import check_replay_client_config, replay_secret
+from ding.worker.replay_service import check_replay_client_config
 from ding.worker.resume import (
     register_checkpoint_extras,
     resolve_resume,
@@ -133,8 +133,11 @@ def build_serial_parts(
 
         check_service_config(cfg.service)
     replay_client = check_replay_client_config(cfg.policy.other.replay_buffer) if with_buffer else None
-    if replay_client is not None:
-        replay_secret()  # the run secret is there before any env is built
+    secret = None
+    if replay_client is not None:  # a replay server holds the data (docs/replay.md)
+        from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer, replay_secret  # deferred: the extra
+
+        secret = replay_secret()  # the run secret is there before any env is built
     if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
         cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
     if env_setting is None:
@@ -170,11 +173,9 @@ def build_serial_parts(
     )
     closables.insert(0, evaluator.close)
     buffer = None
-    if with_buffer and replay_client is not None:  # a replay server holds the data (docs/replay.md)
-        from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer  # deferred: the replay extra
-
+    if with_buffer and replay_client is not None and secret is not None:
         buffer = RemoteReplayBuffer(
-            replay_client, cfg.policy.learn.batch_size, replay_secret(), on_state=partial(log_replay_state, learner)
+            replay_client, cfg.policy.learn.batch_size, secret, on_state=partial(log_replay_state, learner)
         )
         closables.insert(0, buffer.close)
     elif with_buffer:

@@ -300,7 +300,7 @@ class BatchPrefetcher:
             self._stop.wait(self._empty_wait)
             return []
         try:
-            data = self._decode(response, batch_size * count)
+            data = self._decode(response, batch_size, count)
         except (EncodingError, ValueError) as exc:
             self._error = ReplayError(f'replay service at {self.client.address} sent a bad batch: {exc}')
             return []
@@ -310,13 +310,13 @@ class BatchPrefetcher:
             self._set_state(OK)
         return [SampledBatch(part, batch_size, seconds) for part in _split(data, batch_size)]
 
-    def _decode(self, response: replay_pb2.SampleResponse, expected_size: int) -> dict[str, Any]:
+    def _decode(self, response: replay_pb2.SampleResponse, batch_size: int, count: int) -> dict[str, Any]:
         size = response.batch.size
         n_ids, n_idx, n_is = len(response.replay_unique_id), len(response.replay_buffer_idx), len(response.is_weight)
-        if not n_ids == n_idx == n_is == size == expected_size:
+        if not n_ids == n_idx == n_is == size or not 0 < size <= batch_size * count or size % batch_size:
             raise EncodingError(
-                f'asked for {expected_size} items, got a batch of {size} with {n_ids} ids, {n_idx} slots, '
-                f'{n_is} weights'
+                f'asked for at most {count} batches of {batch_size} items, got a batch of {size} '
+                f'with {n_ids} ids, {n_idx} slots, {n_is} weights'
             )
         # already collated: what default_collate makes of the same items (tensors stacked on a leading dim)
         data: dict[str, Any] = dict(decode_batch(response.batch, self._expected))

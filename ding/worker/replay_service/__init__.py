@@ -3,15 +3,16 @@
 
 from ding.utils.lazy_import import lazy_exports
 
-from .settings import REPLAY_CLIENT_DEFAULTS, check_replay_client_config, replay_secret
+from .settings import REPLAY_CLIENT_DEFAULTS, check_replay_client_config
 
 _EXPORTS = {
     'RemoteReplayBuffer': '.remote_buffer',
+    'replay_secret': '.remote_buffer',
     'ReplayServer': '.server',
     'ReplayServicer': '.server',
     'TokenInterceptor': '.server',
 }
 
-__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config', 'replay_secret'] + list(_EXPORTS)
+__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config'] + list(_EXPORTS)
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

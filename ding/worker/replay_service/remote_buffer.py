@@ -17,6 +17,8 @@ from typing import Any
 
 from easydict import EasyDict
 
+from ding.config.errors import ConfigError
+from ding.interaction.base.auth import RUN_SECRET_ENV, resolve_run_secret
 from ding.interaction.replay.client import (
     BatchPrefetcher,
     PrioritySender,
@@ -24,6 +26,17 @@ from ding.interaction.replay.client import (
     insert_with_retry,
 )
 from ding.interaction.replay.codec import Encoding
+
+
+def replay_secret() -> str:
+    """The run secret the replay token derives from (``$DING_RUN_SECRET``); ``ConfigError`` when unset."""
+    try:
+        secret = resolve_run_secret(None)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if secret is None:
+        raise ConfigError(f'the replay service needs the run secret: set ${RUN_SECRET_ENV} (the same as the server)')
+    return secret
 
 
 class RemoteReplayBuffer:
@@ -130,4 +143,4 @@ class RemoteReplayBuffer:
         self.client.close()
 
 
-__all__ = ['RemoteReplayBuffer']
+__all__ = ['RemoteReplayBuffer', 'replay_secret']

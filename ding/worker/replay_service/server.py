@@ -93,6 +93,8 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
                 f'{request.batch_count}',
             )
         count = self.buffer.count()
+        if request.batch_count > 1:  # as many of the batches as the buffer holds items for (at least one)
+            n = request.batch_size * max(1, min(request.batch_count, count // max(1, request.batch_size)))
         items = self.buffer.sample(n, int(request.learner_iter)) if count else None
         if not items:
             return replay_pb2.SampleResponse(ready=False, count=count)

@@ -23,8 +23,9 @@ from ding.interaction.replay.client import DEFAULT_MAX_MESSAGE_BYTES
 from ding.utils.registry import BUFFER_REGISTRY
 from ding.worker.replay_buffer import create_buffer
 
+from .remote_buffer import replay_secret
 from .server import ReplayServer
-from .settings import REPLAY_CLIENT_DEFAULTS, replay_secret
+from .settings import REPLAY_CLIENT_DEFAULTS
 
 
 def build_parser() -> argparse.ArgumentParser:

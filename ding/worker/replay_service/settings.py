@@ -1,5 +1,5 @@
-"""The replay client's settings (``policy.other.replay_buffer``) and the run secret, checked before any work
-starts; torch- and grpc-free so the serial pipeline reads them without loading the replay extra."""
+"""The replay client's settings (``policy.other.replay_buffer``), checked before any work starts; free of grpc,
+torch and the interaction layer, so the serial pipeline reads them without loading any of those."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 from easydict import EasyDict
 
 from ding.config.errors import ConfigError
-from ding.interaction.base.auth import RUN_SECRET_ENV, resolve_run_secret
 from ding.utils.host_port import parse_host_port
 
 # The keys of policy.other.replay_buffer that select and tune the replay service's client.
@@ -61,15 +60,4 @@ def check_replay_client_config(section: Mapping[str, Any] | None) -> EasyDict | 
     return cfg
 
 
-def replay_secret() -> str:
-    """The run secret the replay token derives from (``$DING_RUN_SECRET``); ``ConfigError`` when unset."""
-    try:
-        secret = resolve_run_secret(None)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if secret is None:
-        raise ConfigError(f'the replay service needs the run secret: set ${RUN_SECRET_ENV} (the same as the server)')
-    return secret
-
-
-__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config', 'replay_secret']
+__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config']

@@ -143,3 +143,15 @@ def test_bad_replay_client_settings_name_their_key(section, message):
     with pytest.raises(ConfigError, match=message):
         check_replay_client_config(section)
     assert check_replay_client_config(dict(replay_buffer_size=10)) is None  # no address: the in-process buffer
+
+
+def test_a_buffer_smaller_than_prefetch_depth_batches_still_serves_single_batches(server):
+    client = ReplayClient(server.address, SECRET)
+    client.insert(transitions(20))  # room for two batches of 8, not for the four a call asks for
+    prefetcher = BatchPrefetcher(client, 8, prefetch_depth=4).start()
+    try:
+        batches = [prefetcher.get(timeout=5) for _ in range(6)]
+        assert all(b is not None and b.size == 8 for b in batches)
+    finally:
+        prefetcher.close()
+        client.close()
