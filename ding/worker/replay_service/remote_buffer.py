@@ -19,13 +19,9 @@ from easydict import EasyDict
 
 from ding.config.errors import ConfigError
 from ding.interaction.base.auth import RUN_SECRET_ENV, resolve_run_secret
-from ding.interaction.replay.client import (
-    BatchPrefetcher,
-    PrioritySender,
-    ReplayClient,
-    insert_with_retry,
-)
+from ding.interaction.replay.client import PrioritySender, ReplayClient, insert_with_retry
 from ding.interaction.replay.codec import Encoding
+from ding.interaction.replay.prefetch import BatchPrefetcher
 
 
 def replay_secret() -> str:

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from ding.config import ConfigError
-from ding.interaction.replay.client import DEGRADED, OK, BatchPrefetcher, PrioritySender, ReplayClient
+from ding.interaction.replay.client import PrioritySender, ReplayClient
+from ding.interaction.replay.prefetch import DEGRADED, OK
 from ding.worker.replay_buffer import create_buffer
 from ding.worker.replay_service import RemoteReplayBuffer, ReplayServer, check_replay_client_config
 
@@ -86,29 +87,6 @@ def test_inserts_must_keep_the_first_inserts_encoding_and_the_size_bound(server)
     client.close()
 
 
-def test_the_prefetcher_keeps_prefetch_depth_batches_ready_and_then_stops_calling(server):
-    client = ReplayClient(server.address, SECRET)
-    client.insert(transitions(64))
-    calls = []
-    prefetcher = BatchPrefetcher(client, 8, prefetch_depth=2, observe=lambda status, s: calls.append(status)).start()
-    try:
-        assert prefetcher.batches_per_call == 2
-        assert wait_for(lambda: prefetcher.qsize() == 4)  # 2 ready and one call's 2 that came besides
-        time.sleep(0.3)  # a full queue stops the calls until the learner takes batches
-        assert prefetcher.qsize() == 4 and calls.count('ok') == 2
-        batch = prefetcher.get(timeout=1)
-        assert batch.size == 8 and batch.data['obs'].shape == (8, 4) and batch.data['IS'].shape == (8,)
-        assert len(batch.data['replay_unique_id']) == 8 and batch.data['action'].dtype == torch.int64
-        assert prefetcher.state == OK
-        time.sleep(0.3)
-        assert calls.count('ok') == 2  # one batch taken: not enough room for a call of two
-        prefetcher.get(timeout=1)
-        assert wait_for(lambda: calls.count('ok') == 3 and prefetcher.qsize() == 4)
-    finally:
-        prefetcher.close()
-        client.close()
-
-
 def test_the_learner_side_goes_degraded_in_an_outage_and_recovers_on_the_same_port():
     buffer = create_buffer(dict(type='naive', replay_buffer_size=200))
     server = ReplayServer(buffer, SECRET).start()
@@ -143,15 +121,3 @@ def test_bad_replay_client_settings_name_their_key(section, message):
     with pytest.raises(ConfigError, match=message):
         check_replay_client_config(section)
     assert check_replay_client_config(dict(replay_buffer_size=10)) is None  # no address: the in-process buffer
-
-
-def test_a_buffer_smaller_than_prefetch_depth_batches_still_serves_single_batches(server):
-    client = ReplayClient(server.address, SECRET)
-    client.insert(transitions(20))  # room for two batches of 8, not for the four a call asks for
-    prefetcher = BatchPrefetcher(client, 8, prefetch_depth=4).start()
-    try:
-        batches = [prefetcher.get(timeout=5) for _ in range(6)]
-        assert all(b is not None and b.size == 8 for b in batches)
-    finally:
-        prefetcher.close()
-        client.close()
