@@ -175,7 +175,11 @@ def build_serial_parts(
     buffer = None
     if with_buffer and replay_client is not None and secret is not None:
         buffer = RemoteReplayBuffer(
-            replay_client, cfg.policy.learn.batch_size, secret, on_state=partial(log_replay_state, learner)
+            replay_client,
+            cfg.policy.learn.batch_size,
+            secret,
+            on_state=partial(log_replay_state, learner),
+            on_insert_retry=partial(log_insert_retry, learner),
         )
         closables.insert(0, buffer.close)
     elif with_buffer:
@@ -226,6 +230,11 @@ def build_serial_parts(
 def log_replay_state(learner: Any, before: str, after: str) -> None:
     """A line in the learner's log (and on the console) when the replay service's client changes state."""
     learner.info(f'replay service: {before} -> {after}', console=True)
+
+
+def log_insert_retry(learner: Any, failures: int, error: str) -> None:
+    """A line in the log for each failed insert (on the console for the first of a series): it is retried."""
+    learner.info(f'replay service: insert failed ({failures} in a row: {error}); retrying', console=failures == 1)
 
 
 def agree_run_dir(ranks: RankGroup, exp_name: str, resume_path: str | None) -> tuple[str, str | None]:

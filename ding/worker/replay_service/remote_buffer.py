@@ -37,7 +37,8 @@ def replay_secret() -> str:
 
 class RemoteReplayBuffer:
     """The buffer interface over a replay service. ``observe(status, seconds)`` is told of every sample call
-    and ``on_state(before, after)`` of the prefetcher's state changes (``ding.interaction.replay.client``)."""
+    and ``on_state(before, after)`` of the prefetcher's state changes (``ding.interaction.replay.prefetch``); ``on_insert_retry(failures,
+    error)`` of every failed insert that will be retried."""
 
     def __init__(
         self,

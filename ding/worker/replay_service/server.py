@@ -7,7 +7,6 @@ insert, against the encoding that insert fixed (the fields, dtypes and shapes of
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 from collections.abc import Callable
@@ -32,7 +31,6 @@ from ding.interaction.replay.codec import (
 from ding.interaction.replay.v1 import replay_pb2, replay_pb2_grpc
 from ding.worker.replay_buffer import IBuffer
 
-_LOG = logging.getLogger('ding.replay')
 # Keys the buffer adds to the items it hands out: they travel in their own message fields.
 _BOOKKEEPING = ('replay_unique_id', 'replay_buffer_idx', 'IS', 'priority')
 
