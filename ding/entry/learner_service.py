@@ -22,6 +22,7 @@ from ding.config import ConfigError
 from ding.interaction.replay.client import ReplayError
 from ding.utils.atomic_file import StorageError
 from ding.utils.host_port import parse_host_port
+from ding.utils.stop_request import StopRequest, signals_request_stop
 
 from .pipeline_parts import build_serial_parts, finish_run, load_input_config
 from .rank_group import stop_reason
@@ -80,15 +81,25 @@ def learner_service(
     cfg, create_cfg = load_input_config(input_cfg)
     apply_service_args(cfg, replay, weights, ckpt_uri, run_id)
     parts = build_serial_parts(cfg, create_cfg, seed, None, None, True, None, with_buffer=True)
+    learner, buffer = parts.learner, parts.buffer
+    learner.info(f'learner service: replay {buffer.address}, weights {weights or "not served"}', console=True)
+    stop = StopRequest()
+    with signals_request_stop(stop):  # Ctrl-C / SIGTERM: acted on between iterations (an interrupt checkpoint)
+        return train_from_replay(parts, stop, max_train_iter)
+
+
+def train_from_replay(parts: Any, stop: StopRequest, max_train_iter: int | None) -> bool:
+    """The learner service's loop over built ``parts`` (their buffer a ``RemoteReplayBuffer``); always prints the
+    summary line and closes every component."""
     learner, evaluator, buffer, service = parts.learner, parts.evaluator, parts.buffer, parts.service
     learn_cfg = parts.cfg.policy.learn
     use_priority = parts.cfg.policy.get('priority', False)
-    learner.info(f'learner service: replay {buffer.address}, weights {weights or "not served"}', console=True)
     solved, reason = False, 'interrupted'
     started = perf_counter()
     try:
         learner.call_hook('before_run')
         while True:
+            stop.check()
             # pause / tune / terminate, and the heartbeat, also while the replay service is away
             if service is not None and not service.gate(learner.train_iter, parts.envstep):
                 reason = 'terminated'
@@ -145,4 +156,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ['learner_service', 'apply_service_args', 'main']
+__all__ = ['learner_service', 'train_from_replay', 'apply_service_args', 'main']

@@ -16,6 +16,7 @@ import time
 
 from ding.config import ConfigError
 from ding.interaction.replay.client import ReplayError
+from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.worker.collector.weights_client import WeightsClient, WeightsFollower
 
 from .learner_service import apply_service_args
@@ -53,15 +54,18 @@ def replay_feed(
     follower = None if weights is None else WeightsFollower(WeightsClient(weights), parts.policy.collect_mode)
     reason = 'interrupted'
     last_sync = -float('inf')
+    stop = StopRequest()  # Ctrl-C / SIGTERM: acted on between collects (a second one at once, e.g. in an outage)
     try:
-        while max_env_step is None or collector.envstep < max_env_step:
-            if follower is not None and time.monotonic() - last_sync >= sync_seconds:
-                last_sync = time.monotonic()
-                if follower.sync():
-                    parts.learner.info(f'replay feed: weights version {follower.version}')
-            version = -1 if follower is None or follower.version is None else follower.version
-            data = collector.collect(train_iter=version, policy_kwargs=commander.step())
-            buffer.push(data, cur_collector_envstep=collector.envstep)
+        with signals_request_stop(stop):
+            while max_env_step is None or collector.envstep < max_env_step:
+                stop.check()
+                if follower is not None and time.monotonic() - last_sync >= sync_seconds:
+                    last_sync = time.monotonic()
+                    if follower.sync():
+                        parts.learner.info(f'replay feed: weights version {follower.version}')
+                version = -1 if follower is None or follower.version is None else follower.version
+                data = collector.collect(train_iter=version, policy_kwargs=commander.step())
+                buffer.push(data, cur_collector_envstep=collector.envstep)
         reason = 'max_env_step reached'
     finally:
         if follower is not None:

@@ -73,6 +73,8 @@ def test_dqn_trains_through_a_replay_outage(tmp_path):
         text = learner.text()
         assert text.index('ok -> degraded') < text.index('degraded -> ') < text.index('SOLVED')
         assert 'replay service: insert failed (1 in a row' in feed.text()  # the collector kept its batch, retried
+        feed.proc.terminate()  # SIGTERM: the collector stops between collects, closes everything, exits 130
+        assert feed.proc.wait(timeout=20) == 130, feed.text()[-2000:]
         changes = [line.split('replay service: ')[1].strip() for line in learner.lines if 'replay service: ' in line]
         assert changes[-1].endswith('-> ok')  # training again before it solved
     finally:
