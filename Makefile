@@ -1,7 +1,7 @@
 PYTHON ?= python3
 CONFIG ?= dizoo/classic_control/cartpole/config/cartpole_dqn_config.py
 
-.PHONY: install demo test test-fast lint bench
+.PHONY: install demo test test-fast lint bench proto
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
@@ -28,3 +28,8 @@ bench: install
 	$(PYTHON) benchmarks/serial_cartpole.py
 	$(PYTHON) benchmarks/collect_throughput.py
 	$(PYTHON) benchmarks/parallel_cartpole.py
+
+# The replay service's gRPC stubs (committed; regenerate after editing the .proto). Needs grpcio-tools.
+proto:
+	$(PYTHON) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
+		ding/interaction/replay/v1/replay.proto

@@ -65,6 +65,11 @@ BOUNDS = {
     'multi_learner.timeout': ('number', '(0, inf)'),
     'max_staleness': ('number', '[0, inf]'),
     'max_use': ('number', '(0, inf]'),
+    # the replay service's client (policy.other.replay_buffer, ding.worker.replay_service)
+    'replay_buffer.prefetch_depth': ('int', '[1, 64]'),
+    'replay_buffer.replay_timeout': ('number', '(0, inf)'),
+    'replay_buffer.degraded_after': ('int', '[1, inf)'),
+    'replay_buffer.sample_wait': ('number', '[0, inf)'),
     # async pipeline: policy.async_actor (ding.worker.async_actor.config)
     'async_actor.actor_num': ('int', '[1, inf)'),
     'async_actor.env_per_actor': ('int', '[1, inf)'),
@@ -109,7 +114,15 @@ PIPELINE_KEYS = {
     'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),
     # ding.worker.resume: store the buffer in every checkpoint, so a resumed run keeps its data.
-    'policy.other.replay_buffer': ('save_with_checkpoint',),
+    # ding.worker.replay_service: a replay server instead of the in-process buffer (docs/replay.md).
+    'policy.other.replay_buffer': (
+        'save_with_checkpoint',
+        'replay_address',
+        'prefetch_depth',
+        'replay_timeout',
+        'degraded_after',
+        'sample_wait',
+    ),
     # the comm learner reads these from the learner config of its start task (parallel mode)
     'policy.learn.learner': ('comm_batches', 'max_staleness'),
 }

@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         'control a running training: ding ctl {status,pause,resume,tune,terminate} --exp-dir ./EXP_NAME\n'
         'learning curves of runs: ding plot ./EXP_A ./EXP_B -o curves.png; a table of them: ding summary ./EXP_*\n'
         'a SEED actor on another host: ding seed-actor --connect HOST:PORT --actor-id I -c cfg.py\n'
-        'an ES worker on another host: ding es-worker --connect HOST:PORT --token T',
+        'an ES worker on another host: ding es-worker --connect HOST:PORT --token T\n'
+        'a replay service: ding replay-server --port P; ding learner -c cfg.py --replay HOST:P --weights HOST:W; '
+        'ding replay-feed -c cfg.py --replay HOST:P --weights HOST:W',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument('-m', '--mode', choices=MODES, help='which pipeline to run')
@@ -123,6 +125,17 @@ def _query(name: str) -> int:
     return 0
 
 
+def _replay_command(name: str, argv: list[str]) -> int:
+    """``ding replay-server`` / ``ding learner`` / ``ding replay-feed`` (they need the replay extra)."""
+    if name == 'replay-server':
+        from ding.worker.replay_service.server_main import main as command  # deferred: grpc, this mode only
+    elif name == 'learner':
+        from .learner_service import main as command  # deferred: torch and grpc, this mode only
+    else:
+        from .replay_feed import main as command  # deferred: torch and grpc, this mode only
+    return command(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == 'ctl':  # `ding ctl status|pause|resume|tune|terminate ...` (ding.entry.ctl)
@@ -135,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         from ding.worker.seed.remote_actor import main as seed_actor_main  # deferred: pyzmq is optional
 
         return seed_actor_main(argv[1:])
+    if argv and argv[0] in ('replay-server', 'learner', 'replay-feed'):  # the replay service (docs/replay.md)
+        limit_openmp_threads()
+        return _replay_command(argv[0], argv[1:])
     if argv and argv[0] == 'es-worker':  # `ding es-worker --connect HOST:PORT --token T` (ding.worker.es)
         limit_openmp_threads()
         from ding.worker.es.worker_main import main as es_worker_main  # deferred: torch and msgpack, this mode only

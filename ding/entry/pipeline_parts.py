@@ -26,6 +26,7 @@ from ding.worker import (
     create_serial_collector,
     create_serial_commander,
 )
+from ding.worker.replay_service import check_replay_client_config
 from ding.worker.resume import (
     register_checkpoint_extras,
     resolve_resume,
@@ -131,6 +132,12 @@ def build_serial_parts(
         from ding.service import check_service_config  # deferred: the run service loads only when asked for
 
         check_service_config(cfg.service)
+    replay_client = check_replay_client_config(cfg.policy.other.replay_buffer) if with_buffer else None
+    secret = None
+    if replay_client is not None:  # a replay server holds the data (docs/replay.md)
+        from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer, replay_secret  # deferred: the extra
+
+        secret = replay_secret()  # the run secret is there before any env is built
     if resume_path is not None and cfg.policy.learn.learner.hook.get('load_ckpt_before_run'):
         cfg.policy.learn.learner.hook.load_ckpt_before_run = ''  # the resumed state must not be overwritten
     if env_setting is None:
@@ -167,7 +174,16 @@ def build_serial_parts(
     )
     closables.insert(0, evaluator.close)
     buffer = None
-    if with_buffer:
+    if with_buffer and replay_client is not None and secret is not None:
+        buffer = RemoteReplayBuffer(
+            replay_client,
+            cfg.policy.learn.batch_size,
+            secret,
+            on_state=partial(log_replay_state, learner),
+            on_insert_retry=partial(log_insert_retry, learner),
+        )
+        closables.insert(0, buffer.close)
+    elif with_buffer:
         buffer = create_buffer(cfg.policy.other.replay_buffer, tb_logger=tb_logger, exp_name=log_exp)
         closables.insert(0, buffer.close)
     commander = create_serial_commander(
@@ -205,7 +221,21 @@ def build_serial_parts(
             raise
         if parts.service is not None:
             closables.insert(0, parts.service.close)
+            if replay_client is not None:
+                from ding.service.replay_metrics import watch_replay  # deferred: the replay extra
+
+                watch_replay(parts.service, parts.buffer)
     return parts
+
+
+def log_replay_state(learner: Any, before: str, after: str) -> None:
+    """A line in the learner's log (and on the console) when the replay service's client changes state."""
+    learner.info(f'replay service: {before} -> {after}', console=True)
+
+
+def log_insert_retry(learner: Any, failures: int, error: str) -> None:
+    """A line in the log for each failed insert (on the console for the first of a series): it is retried."""
+    learner.info(f'replay service: insert failed ({failures} in a row: {error}); retrying', console=failures == 1)
 
 
 def agree_run_dir(ranks: RankGroup, exp_name: str, resume_path: str | None) -> tuple[str, str | None]:

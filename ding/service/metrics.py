@@ -33,6 +33,8 @@ CHECKPOINT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 # Policy lag in learner iterations (0: the data came from the current weights).
 POLICY_LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
+# The replay service client's states (ding.interaction.replay.client): the learner pauses while 'degraded'.
+REPLAY_STATES = ('ok', 'waiting', 'degraded')
 RUN_STATES = ('running', 'pausing', 'paused', 'terminating', 'terminated', 'finished')
 
 
@@ -69,7 +71,8 @@ class ServiceMetrics:
         )
         self.samples = Counter(
             'learner_samples',
-            'Training batches asked for, by outcome (ok: a batch came back; empty: not enough data yet)',
+            'Training batches asked for, by outcome (ok: a batch came back; empty: not enough data yet; error: a '
+            'Sample call to the replay service failed)',
             ['status'],
             registry=r,
         )
@@ -132,6 +135,9 @@ class ServiceMetrics:
             'prefetch_queue_size',
             'Batches waiting in the learner prefetch queue (0 in the serial pipeline, which samples synchronously)',
             registry=r,
+        )
+        self.replay_state = Enum(
+            'learner_replay_state', "State of the replay service's client", states=list(REPLAY_STATES), registry=r
         )
         self.env_steps = Counter('collector_env_steps', 'Environment steps collected', registry=r)
         self.policy_lag = Histogram(
@@ -208,6 +214,12 @@ class ServiceMetrics:
         self.sample_latency.observe(seconds)
         if lag is not None:
             self.policy_lag.observe(lag)
+
+    def observe_replay_call(self, status: str, seconds: float) -> None:
+        """One Sample call to the replay service; its latency counts when it returned a batch."""
+        self.samples.labels(status=status).inc()
+        if status == 'ok':
+            self.sample_latency.observe(seconds)
 
     def observe_policy_lag(self, lag: float) -> None:
         self.policy_lag.observe(lag)
