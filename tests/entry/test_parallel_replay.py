@@ -65,15 +65,18 @@ def test_the_pipeline_needs_the_replay_servers_secret_before_anything_starts(tmp
 
 @pytest.mark.slow
 def test_collectors_insert_into_the_replay_server_and_the_learner_samples_from_it(tmp_path):
+    """A prioritised DQN: ``ding replay-server`` and ``ding -m parallel`` (a coordinator, a learner and two
+    collector processes), all on 127.0.0.1."""
     port = free_port()
     config = tmp_path / 'cartpole_dqn_parallel_replay.py'
     config.write_text(
         f'exec(open({CONFIG!r}).read())\n'
         "main_config.exp_name = 'par_replay'\n"
         'main_config.env.stop_value = 100\n'
-        f"main_config.policy.other.replay_buffer.replay_address = '127.0.0.1:{port}'\n"
+        'main_config.policy.update(priority=True, priority_IS_weight=True)\n'
+        f"main_config.policy.other.replay_buffer.update(replay_address='127.0.0.1:{port}', priority=True)\n"
     )
-    server = replay_server(str(tmp_path), port, '--config', str(config))
+    server = replay_server(str(tmp_path), port, '--config', str(config), '--buffer-type', 'advanced')
     pipeline = None
     try:
         with open(tmp_path / 'pipeline.log', 'wb') as log:
@@ -91,10 +94,12 @@ def test_collectors_insert_into_the_replay_server_and_the_learner_samples_from_i
         client = ReplayClient(f'127.0.0.1:{port}', SECRET, timeout=10.0)
         try:
             status = client.status()
+            weights = client.sample_raw(64, learner_iter=0).is_weight
         finally:
             client.close()
         assert status.push_count >= 512 and status.count > 0  # inserted by the collectors
         assert status.sample_count > 0  # drawn by the learner
+        assert len(set(weights)) > 1  # the learner's TD-error priorities reached the server (uniform: all 1.0)
         logs = tmp_path / 'par_replay' / 'log'
         learner_log = (logs / 'comm_learner0' / 'comm_learner0_logger.txt').read_text()
         assert f'batches from the replay service at 127.0.0.1:{port}' in learner_log
@@ -104,6 +109,10 @@ def test_collectors_insert_into_the_replay_server_and_the_learner_samples_from_i
         assert not data_dir.exists() or os.listdir(data_dir) == []  # no sample file was written
     finally:
         if pipeline is not None and pipeline.poll() is None:
-            pipeline.kill()
-            pipeline.wait()
+            pipeline.terminate()  # the pipeline stops its workers
+            try:
+                pipeline.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pipeline.kill()  # its workers die with it (ding.entry.lifeline)
+                pipeline.wait()
         stop_all([server])
