@@ -23,13 +23,14 @@ from ding.config.errors import ConfigError
 from ding.config.loader import read_config
 from ding.config.parallel import find_free_port
 from ding.config.writer import redact_secrets
-from ding.interaction.base.auth import new_run_secret, resolve_run_secret
+from ding.interaction.base.auth import RUN_SECRET_ENV, new_run_secret, resolve_run_secret
 from ding.utils.atomic_file import StorageError
 from ding.utils.console import console_level_problem, set_console_level
 from ding.utils.jsonable import to_jsonable
 from ding.utils.stop_request import StopRequest, signals_request_stop
 from ding.utils.tls import TlsSettings
 from ding.worker.coordinator.coordinator import Coordinator
+from ding.worker.replay_service import check_parallel_replay
 
 from .parallel_prepare import prepare_run
 from .parallel_processes import WarmWorkers, WorkerProcess, expected_local_workers, is_local_host, stop_workers
@@ -126,7 +127,8 @@ def parallel_pipeline(
     if console_level_problem(main_cfg.get('console'), 'console') is None:  # a bad value: the config check names it
         set_console_level(main_cfg.get('console'))
     run_started = time.time()
-    secret = _run_secret(system_cfg)
+    replay = check_parallel_replay(main_cfg)
+    secret = _run_secret(system_cfg, replay_address=replay.replay_address if replay is not None else None)
     warm = WarmWorkers(
         expected_local_workers(main_cfg, system_cfg),
         os.path.join('.', main_cfg.get('exp_name') or 'default_experiment'),
@@ -229,13 +231,19 @@ def parallel_pipeline(
     )
 
 
-def _run_secret(system_cfg: EasyDict) -> str:
+def _run_secret(system_cfg: EasyDict, replay_address: str | None = None) -> str:
     """The secret the coordinator proves to its workers: from ``system.secret_file`` or ``$DING_RUN_SECRET``
-    (multi-host runs, where each host's workers need the same one), else a fresh one for this run."""
+    (multi-host runs, where each host's workers need the same one), else a fresh one for this run; with a
+    ``replay_address``, the replay server's too, so it must be given."""
     try:
         secret = resolve_run_secret(system_cfg.get('secret_file'))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if secret is None and replay_address is not None:
+        raise ConfigError(
+            f'parallel config: policy.other.replay_buffer.replay_address = {replay_address!r} needs the run secret '
+            f'of the replay server: set ${RUN_SECRET_ENV} (or system_config.secret_file) to the same secret'
+        )
     return secret if secret is not None else new_run_secret()
 
 

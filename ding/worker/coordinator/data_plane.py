@@ -13,6 +13,41 @@ from easydict import EasyDict
 
 from ding.utils.file_names import manifest_path, split_data_id
 from ding.worker.replay_buffer import create_buffer
+from ding.worker.replay_service import REPLAY_DATA_ID, check_replay_client_config
+
+
+class ReplayTickets:
+    """The coordinator's stand-in for a learner task's buffer when the replay service holds the samples
+    (``replay_address``): it counts what the collectors inserted and, once a batch can be drawn, answers a
+    learner's demand with ``batch_size`` tickets (``REPLAY_DATA_ID``); the learner samples the batch from the
+    replay service itself and sends the priorities there."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._count = 0
+
+    def push(self, data: list[dict], cur_collector_envstep: int = -1) -> None:
+        self._count = min(self._size, self._count + len(data))
+
+    def sample(self, size: int, cur_learner_iter: int) -> list[dict] | None:
+        if self._count < size:
+            return None
+        return [{'data_id': REPLAY_DATA_ID, 'policy_iter': cur_learner_iter}] * size
+
+    def update(self, info: Any) -> None:
+        """Priorities go to the replay service from the learner."""
+
+    def count(self) -> int:
+        return self._count
+
+    def stored_data(self) -> list[dict]:
+        return []
+
+    def start(self) -> None:
+        """Nothing runs in the background."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class DataPlane:
@@ -59,7 +94,12 @@ class DataPlane:
 
     # ---- buffers ---------------------------------------------------------------------------------
     def create_buffer(self, task: dict) -> Any:
-        """A started replay buffer for learner task ``task`` (its ``replay_buffer_cfg``, ``buffer_id``)."""
+        """A started replay buffer for learner task ``task`` (its ``replay_buffer_cfg``, ``buffer_id``); tickets
+        when the samples go to a replay service."""
+        buffer_cfg = task['replay_buffer_cfg']
+        if check_replay_client_config(buffer_cfg) is not None:
+            self._info(f'replay buffer {task["buffer_id"]}: the replay service at {buffer_cfg["replay_address"]}')
+            return ReplayTickets(int(buffer_cfg.get('replay_buffer_size', 10000)))
         buffer = create_buffer(
             EasyDict(task['replay_buffer_cfg']), exp_name=self._exp_name, instance_name=task['buffer_id']
         )

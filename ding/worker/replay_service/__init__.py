@@ -3,7 +3,13 @@
 
 from ding.utils.lazy_import import lazy_exports
 
-from .settings import REPLAY_CLIENT_DEFAULTS, check_replay_client_config
+from .settings import (
+    REPLAY_CLIENT_DEFAULTS,
+    REPLAY_DATA_ID,
+    check_parallel_replay,
+    check_replay_client_config,
+    replay_client_of,
+)
 
 _EXPORTS = {
     'RemoteReplayBuffer': '.remote_buffer',
@@ -13,6 +19,12 @@ _EXPORTS = {
     'TokenInterceptor': '.server',
 }
 
-__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config'] + list(_EXPORTS)
+__all__ = [
+    'REPLAY_CLIENT_DEFAULTS',
+    'REPLAY_DATA_ID',
+    'check_parallel_replay',
+    'check_replay_client_config',
+    'replay_client_of',
+] + list(_EXPORTS)
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

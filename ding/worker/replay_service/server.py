@@ -63,6 +63,7 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
         self.buffer_type = buffer_type
         self._encoding: Encoding | None = None
         self._lock = threading.Lock()
+        self.sample_count = 0  # items served by Sample calls
 
     @property
     def encoding(self) -> Encoding | None:
@@ -98,6 +99,8 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
             return replay_pb2.SampleResponse(ready=False, count=count)
         if request.batch_count > 1:  # each batch a random subset (a prioritised draw comes ordered by stratum)
             random.shuffle(items)
+        with self._lock:
+            self.sample_count += len(items)
         return replay_pb2.SampleResponse(
             ready=True,
             batch=encode_batch(items, skip=_BOOKKEEPING),
@@ -134,6 +137,7 @@ class ReplayServicer(replay_pb2_grpc.ReplayServicer):
             count=self.buffer.count(),
             push_count=self.buffer.push_count,
             encoding=encoding_message(encoding) if encoding else None,
+            sample_count=self.sample_count,
         )
 
 

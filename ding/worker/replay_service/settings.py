@@ -21,6 +21,9 @@ REPLAY_CLIENT_DEFAULTS = dict(
     sample_wait=0.1,  # seconds `sample` waits for a batch before returning None
 )
 _SECTION = 'policy.other.replay_buffer'
+# The data_id of a sample a parallel collector inserted into the replay service: the coordinator counts such
+# samples (env steps, pacing) without a file or a metadata buffer behind them (docs/replay.md).
+REPLAY_DATA_ID = 'replay-service'
 
 
 def check_replay_client_config(section: Mapping[str, Any] | None) -> EasyDict | None:
@@ -60,4 +63,47 @@ def check_replay_client_config(section: Mapping[str, Any] | None) -> EasyDict | 
     return cfg
 
 
-__all__ = ['REPLAY_CLIENT_DEFAULTS', 'check_replay_client_config']
+def replay_client_of(policy_cfg: Mapping[str, Any] | None) -> EasyDict | None:
+    """The replay client's settings of a policy config (a worker's task ``policy``), None without
+    ``replay_address``."""
+    other = (policy_cfg or {}).get('other') or {}
+    return check_replay_client_config(other.get('replay_buffer'))
+
+
+def check_parallel_replay(main_cfg: Mapping[str, Any]) -> EasyDict | None:
+    """The replay client's settings of a parallel run's main config (None without ``replay_address``), checked
+    with what the parallel pipeline can do with them: ``ConfigError`` naming every key that cannot apply."""
+    policy = main_cfg.get('policy') or {}
+    cfg = replay_client_of(policy)
+    if cfg is None:
+        return None
+    learner = (policy.get('learn') or {}).get('learner') or {}
+    multi = learner.get('multi_learner') or {}
+    problems = []
+    if multi.get('assignment') == 'bins':
+        problems.append(
+            "policy.learn.learner.multi_learner.assignment='bins' gives every learner the data of its own "
+            "collectors: one replay server holds one buffer for all of them (use 'random')"
+        )
+    staleness = learner.get('max_staleness')
+    if staleness is not None and staleness != math.inf:
+        problems.append(
+            'policy.learn.learner.max_staleness is applied to the sample files the coordinator names: with '
+            f'{_SECTION}.replay_address the replay server samples, bound the staleness there '
+            f'({_SECTION}.max_staleness)'
+        )
+    if problems:
+        raise ConfigError(
+            f'parallel config: {_SECTION}.replay_address = {cfg.replay_address!r} cannot be used with:\n  '
+            + '\n  '.join(problems)
+        )
+    return cfg
+
+
+__all__ = [
+    'REPLAY_CLIENT_DEFAULTS',
+    'REPLAY_DATA_ID',
+    'check_parallel_replay',
+    'check_replay_client_config',
+    'replay_client_of',
+]

@@ -8,6 +8,7 @@ from easydict import EasyDict
 from ding.utils.file_names import manifest_path
 from ding.worker.coordinator.coordinator_config import COORDINATOR_DEFAULTS
 from ding.worker.coordinator.data_plane import DataPlane
+from ding.worker.replay_service import REPLAY_DATA_ID
 
 
 class Iterations:
@@ -115,3 +116,21 @@ def test_an_answer_for_a_closed_buffer_drops_its_files(tmp_path):
     assert plane.pushed_samples == 0
     plane.stop()
     plane.close(keep_data=False)
+
+
+def test_with_a_replay_server_the_buffer_counts_the_inserted_samples_and_answers_tickets(tmp_path):
+    plane, _, lines = make_plane(tmp_path)
+    task = {
+        'buffer_id': 'b0',
+        'replay_buffer_cfg': {'type': 'advanced', 'replay_buffer_size': 100, 'replay_address': '127.0.0.1:50051'},
+    }
+    plane.ensure_buffer(task)
+    assert 'replay buffer b0: the replay service at 127.0.0.1:50051' in lines
+    plane.push('c0', 'b0', [{'data_id': REPLAY_DATA_ID, 'collect_iter': 0}] * 3)
+    assert plane.pushed_samples == 3 and plane.sample('b0', 4, cur_learner_iter=7) is None
+    plane.push('c0', 'b0', [{'data_id': REPLAY_DATA_ID, 'collect_iter': 0}] * 200)
+    assert plane.buffer_size('b0') == 100  # as many as the server's buffer keeps
+    tickets = plane.sample('b0', 4, cur_learner_iter=7)
+    assert tickets == [{'data_id': REPLAY_DATA_ID, 'policy_iter': 7}] * 4
+    plane.close(keep_data=False)
+    assert os.listdir(tmp_path / 'data') == []

@@ -49,6 +49,7 @@ def test_insert_sample_and_priorities_reach_the_buffer(server):
         assert [(f.name, f.dtype) for f in status.encoding.fields][:2] == [('obs', 'float32'), ('action', 'int64')]
         response = client.sample_raw(16, learner_iter=3)
         assert response.ready and response.batch.size == 16 and len(response.is_weight) == 16
+        assert (client.status().sample_count, client.status().push_count) == (16, 100)
         sender = PrioritySender(client)
         sender.send(
             {

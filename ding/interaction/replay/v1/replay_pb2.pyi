@@ -87,13 +87,15 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("buffer_type", "count", "push_count", "encoding")
+    __slots__ = ("buffer_type", "count", "push_count", "encoding", "sample_count")
     BUFFER_TYPE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     PUSH_COUNT_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_COUNT_FIELD_NUMBER: _ClassVar[int]
     buffer_type: str
     count: int
     push_count: int
     encoding: Batch
-    def __init__(self, buffer_type: _Optional[str] = ..., count: _Optional[int] = ..., push_count: _Optional[int] = ..., encoding: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+    sample_count: int
+    def __init__(self, buffer_type: _Optional[str] = ..., count: _Optional[int] = ..., push_count: _Optional[int] = ..., encoding: _Optional[_Union[Batch, _Mapping]] = ..., sample_count: _Optional[int] = ...) -> None: ...

@@ -33,6 +33,7 @@ from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
 from ding.worker.comm_worker import SlaveHost
+from ding.worker.replay_service import REPLAY_DATA_ID, replay_client_of
 from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_collector import BaseCommCollector
@@ -91,6 +92,12 @@ class _Run:
         self.sent_samples = 0  # metadata handed to the coordinator
         self.dropped_samples = 0  # written but never handed over (task closed first); their files are removed
         self.storage_error: str | None = None  # a sample file the disk refused: the task ends with it (not retried)
+        self.replay: Any = None  # a RemoteReplayBuffer when the policy config names a replay_address
+
+    def close_replay(self) -> None:
+        """Stop inserting (an insert waiting out an outage gives up) and close the replay client."""
+        if self.replay is not None:
+            self.replay.close()
 
     def discard_queued(self) -> None:
         """Remove the files of chunks the coordinator never received."""
@@ -229,8 +236,12 @@ class FlaskFileSystemCollector(BaseCommCollector):
         return run
 
     def send_stepdata(self, stepdata: list[dict[str, Any]]) -> list[str]:
-        """Write one chunk of samples as one file in the task's ``path_data``; return their data_ids."""
+        """Write one chunk of samples as one file in the task's ``path_data``, or insert it into the replay
+        service (``replay_address``: retried until it succeeds or the task ends); return their data_ids."""
         run = self._live_run()
+        if run.replay is not None:
+            run.replay.push(stepdata)
+            return [REPLAY_DATA_ID] * len(stepdata)
         try:
             return save_samples(run.path_data, unique_stem(run.prefix), stepdata)
         except OSError as exc:  # disk full, unwritable directory: every retry would write to the same place
@@ -298,9 +309,12 @@ class FlaskFileSystemCollector(BaseCommCollector):
             eval_flag = bool(task_info.get('eval_flag', False))
             info['seed'] = int(cfg.seed) + (0 if eval_flag else 1000 * self._task_count)
             self._watcher.forget()
+            replay = None if eval_flag else self._replay_buffer(task_id, info)
             try:
                 collector = self._create_collector(info, logger=self._logger)
             except Exception as exc:
+                if replay is not None:
+                    replay.close()
                 self._logger.exception(f'collector_start_task {task_id}: cannot create the collector')
                 # a config the task cannot run with fails on every collector: the coordinator ends the run
                 refusal = {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else {}
@@ -310,14 +324,36 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 ) from exc
             instance = info.get('instance_name') or cfg.name
             run = _Run(task_id, collector, info['path_data'], file_prefix(instance, task_id), cfg.queue_size)
+            run.replay = replay
             self._run = run
             self._task_count += 1
             collector.start()
         kind = 'evaluation' if eval_flag else 'collect'
-        self._logger.info(
-            f'{kind} task {task_id} started (policy file {info["path_policy"]}, data in {info["path_data"]})'
+        destination = (
+            f'samples to the replay service at {replay.address}'
+            if replay is not None
+            else f'data in {info["path_data"]}'
         )
+        self._logger.info(f'{kind} task {task_id} started (policy file {info["path_policy"]}, {destination})')
         return {'message': 'collector task has started', 'task_id': task_id}
+
+    def _replay_buffer(self, task_id: str, info: dict[str, Any]) -> Any:
+        """The replay client a collect task inserts through (None: sample files), per the task's policy config."""
+        try:
+            replay_cfg = replay_client_of(info.get('policy'))
+        except ConfigError as exc:
+            raise TaskFail(
+                {'task_id': task_id, CONFIG_REFUSAL: True}, f'collector_start_task {task_id}: {exc}'
+            ) from exc
+        if replay_cfg is None:
+            return None
+        from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer  # deferred: the replay extra
+
+        def log_retry(failures: int, error: str) -> None:
+            self._logger.warning(f'replay service: insert failed ({failures} in a row, retrying): {error}')
+
+        batch_size = int(info['policy'].get('learn', {}).get('batch_size', 1))
+        return RemoteReplayBuffer(replay_cfg, batch_size, self._cfg.secret, on_insert_retry=log_retry)
 
     def _active_run(self, what: str, task_info: dict[str, Any]) -> _Run:
         run = self._run
@@ -405,6 +441,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         if run is not None and not run.ending.is_set():
             run.reason = reason
             run.ending.set()
+            run.close_replay()
             run.collector.close(timeout=0)
             if self._logger is not None:
                 self._logger.warning(f'collector task {run.task_id} stopped: {reason}')
@@ -414,6 +451,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         if not run.ending.is_set():
             run.reason = reason
             run.ending.set()
+        run.close_replay()
         if not run.collector.close(timeout=float(self._cfg.stop_timeout)):
             self._logger.error(f'collector task {run.task_id} did not stop within {self._cfg.stop_timeout}s')
         run.discard_queued()

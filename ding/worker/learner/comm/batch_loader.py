@@ -17,6 +17,7 @@ from ding.utils.file_transport import CheckpointError, split_data_id
 from .learn_task_data import (
     META_TO_SAMPLE,
     as_columns,
+    batch_size_of,
     group_metadata,
     group_rows,
     grouped_order,
@@ -49,6 +50,8 @@ class BatchLoader:
         replay buffer's fields of the metadata (``META_TO_SAMPLE``) are part of each sample. Samples are
         grouped by file (files in order of first use).
         """
+        if run.replay is not None:
+            return self._replay_batch(run, batch_size_of(metadata))
         columns = as_columns(metadata)
         positions, stale = self._fresh_positions(run, columns)
         if not columns['data_id'] or (positions is not None and not positions):
@@ -92,7 +95,7 @@ class BatchLoader:
         back as ``Prepared`` (views of the task's tensors); otherwise as received, each built when handed over
         (which also finds, logs and counts what is wrong with them).
         """
-        if run.max_staleness != math.inf or len(batches) < 2:
+        if run.replay is not None or run.max_staleness != math.inf or len(batches) < 2:
             return batches  # staleness is judged against the learner's iteration when a batch is handed over
         rows = group_rows(batches, run.data_ids)
         if rows is None:
@@ -112,6 +115,16 @@ class BatchLoader:
             return batches
         gathered.update(meta)
         return [Prepared((batch, policy_iters(batch), 0, 0)) for batch in split_batch(gathered, sizes)]
+
+    @staticmethod
+    def _replay_batch(run: LearnerRun, size: int) -> tuple[Any, list[int], int, int]:
+        """A batch of ``size`` from the replay service, for a learn task of tickets (``replay_address``): waits
+        while the service has none to give (outage, or fewer samples than a batch), until the run ends."""
+        while not run.ending.is_set():
+            batch = run.replay.sample(size, run.next_batch_iter())
+            if batch is not None:
+                return batch, [], 0, 0
+        return [], [], 0, 0
 
     def _load_files(self, run: LearnerRun, files: list[str]) -> bool:
         """Load the files not cached yet (concurrently on the read pool); False if one does not load."""

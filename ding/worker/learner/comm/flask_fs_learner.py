@@ -31,6 +31,7 @@ from ding.utils.atomic_file import StorageError
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
 from ding.worker.learner.hook_base import iterations_done
+from ding.worker.replay_service import replay_client_of
 from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_learner import BaseCommLearner
@@ -342,7 +343,21 @@ class FlaskFileSystemLearner(BaseCommLearner):
 
     def _prepare_run(self, settings: TaskSettings, task_info: dict[str, Any]) -> LearnerRun:
         self._send_policy_freq = settings.send_policy_freq
-        return settings.new_run(task_info, self._create_learner(task_info), self._logger)
+        try:
+            replay_cfg = replay_client_of(task_info.get('policy'))
+        except ConfigError as exc:
+            raise TaskFail({CONFIG_REFUSAL: True}, f'learner_start_task {task_info["task_id"]}: {exc}') from exc
+        run = settings.new_run(task_info, self._create_learner(task_info), self._logger)
+        if replay_cfg is not None:
+            from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer  # deferred: the replay extra
+
+            batch_size = int(run.learner.policy.get_attribute('batch_size'))
+            run.replay = RemoteReplayBuffer(replay_cfg, batch_size, self._cfg.secret, on_state=self._replay_state)
+            self._logger.info(f'learner task {run.task_id}: batches from the replay service at {run.replay.address}')
+        return run
+
+    def _replay_state(self, before: str, after: str) -> None:
+        self._logger.info(f'replay service: {before} -> {after}')
 
     def _learner_loop(self, run: LearnerRun) -> None:
         learner = run.learner
@@ -372,6 +387,8 @@ class FlaskFileSystemLearner(BaseCommLearner):
                 learner.close()
             except Exception as exc:
                 self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
+            if run.replay is not None:
+                run.replay.close()
             # The run's last weights are on disk before anyone is told it ended.
             if run.group is not None:  # a peer still waiting in a collective for this rank fails now
                 run.group.leave()

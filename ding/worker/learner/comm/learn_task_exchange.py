@@ -256,6 +256,9 @@ class LearnTaskExchange:
             lag = None
         scalar['stale_dropped'] = stale
         priority_info = learn_info.get('priority_info')
+        if run.replay is not None and priority_info:  # the replay service holds the samples: the priorities go there
+            run.replay.update(priority_info)
+            priority_info = None
         info.update(
             {
                 'task_id': run.task_id,

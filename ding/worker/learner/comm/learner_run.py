@@ -153,6 +153,9 @@ class LearnerRun:
         # training order: the learner trains batches in the order get_data returns them.
         self.batch_stats: deque[tuple[list[int], int, int]] = deque()
         self.bad_files: dict[str, str] = {}  # corrupt file name -> why (never read again this run)
+        # A RemoteReplayBuffer when the policy config names a replay_address: the batches come from the replay
+        # service (the coordinator's learn tasks carry tickets) and the priorities go back there.
+        self.replay: Any = None
         self.logged_files: set[str] = set()  # unreadable file names already logged
         self.learn_infos = 0
         self.rejected_batches = 0
