@@ -37,14 +37,15 @@ def group_runs(exp_dirs: list[str]) -> dict[str, list[list[dict[str, float]]]]:
 
 
 def _mean_and_spread(runs: list[list[dict[str, float]]], x_key: str) -> tuple[Any, Any, Any, Any] | None:
-    """The runs' returns on a common x grid where every run has data (each run's return at x is that of its
-    latest evaluation at or before x); None when the runs do not overlap."""
+    """The runs' returns on a common x grid from where every run has data to where the longest one ends: a run's
+    return at x is that of its latest evaluation at or before x, so a run that ended (solved: its last evaluation
+    reached the stop value) keeps its last return. None when some run starts after another has ended."""
     xs = [np.array([r[x_key] for r in run]) for run in runs]
     ys = [np.array([r['eval_return'] for r in run]) for run in runs]
-    start, end = max(x[0] for x in xs), min(x[-1] for x in xs)
-    grid = np.unique(np.concatenate([x[(x >= start) & (x <= end)] for x in xs]))
-    if grid.size == 0:
+    start, end = max(x[0] for x in xs), max(x[-1] for x in xs)
+    if start > min(x[-1] for x in xs):
         return None
+    grid = np.unique(np.concatenate([x[(x >= start) & (x <= end)] for x in xs]))
     curves = np.stack([y[np.searchsorted(x, grid, side='right') - 1] for x, y in zip(xs, ys)])
     return grid, curves.mean(axis=0), curves.min(axis=0), curves.max(axis=0)
 
@@ -77,7 +78,7 @@ def draw(groups: dict[str, list[list[dict[str, float]]]], output: str, dpi: int,
                 )
                 color = line.get_color()
             spread = _mean_and_spread(runs, x_key) if len(runs) > 1 else None
-            if spread is not None:  # the seeds' mean and min-max band where they all have data
+            if spread is not None:  # the seeds' mean and min-max band (a finished seed keeps its last return)
                 grid, mean, low, high = spread
                 axis.plot(grid, mean, drawstyle='steps-post', color=color, linewidth=2, label=label)
                 axis.fill_between(grid, low, high, step='post', color=color, alpha=0.2, linewidth=0)
