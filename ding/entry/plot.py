@@ -36,7 +36,7 @@ def group_runs(exp_dirs: list[str]) -> dict[str, list[list[dict[str, float]]]]:
     return groups
 
 
-def _mean_and_spread(runs: list[list[dict[str, float]]], x_key: str) -> tuple[Any, Any, Any, Any] | None:
+def seeds_mean_and_spread(runs: list[list[dict[str, float]]], x_key: str) -> tuple[Any, Any, Any, Any] | None:
     """The runs' returns on a common x grid from where every run has data to where the longest one ends: a run's
     return at x is that of its latest evaluation at or before x, so a run that ended (solved: its last evaluation
     reached the stop value) keeps its last return. None when some run starts after another has ended."""
@@ -77,7 +77,7 @@ def draw(groups: dict[str, list[list[dict[str, float]]]], output: str, dpi: int,
                     label=label if len(runs) == 1 else None,
                 )
                 color = line.get_color()
-            spread = _mean_and_spread(runs, x_key) if len(runs) > 1 else None
+            spread = seeds_mean_and_spread(runs, x_key) if len(runs) > 1 else None
             if spread is not None:  # the seeds' mean and min-max band (a finished seed keeps its last return)
                 grid, mean, low, high = spread
                 axis.plot(grid, mean, drawstyle='steps-post', color=color, linewidth=2, label=label)

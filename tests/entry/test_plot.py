@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ding.entry.plot import DEFAULT_DPI, FIGURE_SIZE
+from ding.entry.plot import DEFAULT_DPI, FIGURE_SIZE, seeds_mean_and_spread
 from ding.entry.plot import main as plot_main
 from tests.helpers.processes import child_env
 
@@ -82,3 +82,22 @@ def test_without_matplotlib_the_error_names_the_extra(tmp_path):
     assert result.stderr == (
         "ding plot: error: matplotlib is not installed; it comes with the plot extra: pip install 'ding[plot]'\n"
     )
+
+
+def test_a_seed_that_finished_keeps_its_last_return_in_the_mean():
+    solved_early = [dict(env_step=0, eval_return=10.0), dict(env_step=100, eval_return=200.0)]
+    solved_late = [
+        dict(env_step=0, eval_return=20.0),
+        dict(env_step=150, eval_return=60.0),
+        dict(env_step=300, eval_return=198.0),
+    ]
+    grid, mean, low, high = seeds_mean_and_spread([solved_early, solved_late], 'env_step')
+    assert list(grid) == [0, 100, 150, 300]
+    assert list(mean) == [15.0, 110.0, 130.0, 199.0]  # after step 100 the first seed counts with its 200
+    assert list(low) == [10.0, 20.0, 60.0, 198.0] and list(high) == [20.0, 200.0, 200.0, 200.0]
+
+
+def test_seeds_that_do_not_overlap_have_no_mean():
+    first = [dict(env_step=0, eval_return=1.0), dict(env_step=10, eval_return=2.0)]
+    later = [dict(env_step=20, eval_return=3.0)]
+    assert seeds_mean_and_spread([first, later], 'env_step') is None
