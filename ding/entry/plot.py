@@ -113,4 +113,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ['main', 'group_runs', 'draw', 'FIGURE_SIZE', 'DEFAULT_DPI']
+__all__ = ['main', 'group_runs', 'seeds_mean_and_spread', 'draw', 'FIGURE_SIZE', 'DEFAULT_DPI']
