@@ -3,6 +3,7 @@ newest valid checkpoint and warns of the iterations the kill cost; a SIGKILLed p
 continues the learner iteration and the coordinator's env steps (both kills in one run: a run's start is the slow
 part); ``--resume PATH`` is checked before anything starts."""
 
+import glob
 import json
 import os
 import re
@@ -11,6 +12,8 @@ import time
 
 import pytest
 
+from ding.utils.checkpoint import CheckpointError
+from ding.utils.file_transport import load_policy
 from ding.worker.resume import ResumeError
 from tests.helpers.parallel_run import EXP, ParallelRun, Service, checkpoint_iterations, write_config
 
@@ -46,10 +49,22 @@ def _kill_the_learner_between_two_checkpoints(run: ParallelRun, coordinator: Ser
     first = run.wait_for(lambda: run.run_info('run_learner0.json'), 60, "the learner's run file")
     learner = Service(first)
 
+    def published_iteration() -> int:
+        """The newest iteration of the learner's published policy files (0 before the first)."""
+        newest = 0
+        for path in glob.glob(os.path.join(run.exp_dir, 'policy', '*.safetensors')):
+            try:
+                newest = max(newest, load_policy(path)[1])
+            except (CheckpointError, OSError):  # being replaced right now
+                pass
+        return newest
+
     def mid_interval():
-        # the publisher (every 0.2 s) has written newer weights than the checkpoint, the next one is not due yet
+        # past the second checkpoint, the next one not due yet, and the publisher (every 0.2 s) has written newer
+        # weights than the checkpoint: the restarted learner can tell how many iterations were lost
         iteration = learner.status()['iteration']
-        ready = iteration > 200 and 40 <= iteration % 100 < 80 and max(checkpoint_iterations(ckpt_dir) or [0]) >= 200
+        last = max(checkpoint_iterations(ckpt_dir) or [0])
+        ready = iteration > 200 and 40 <= iteration % 100 < 80 and last >= 200 and published_iteration() > last
         return iteration if ready else None
 
     run.wait_for(mid_interval, 120, 'training between two checkpoints, past the second')

@@ -230,11 +230,16 @@ def _report_lost_iterations(run: LearnerRun, resume: dict[str, Any], source: str
         return
     resumed = int(run.learner.train_iter)
     lost = max(reached) - resumed
+    where = source if source is not None else 'fresh weights'
     if lost > 0:
-        where = source if source is not None else 'fresh weights'
         logger.warning(
             f'learner task {run.task_id}: resumed at iteration {resumed} from {where}; {lost} iterations of '
             f'training lost (the previous learner had reached iteration {max(reached)})'
+        )
+    else:  # it died before reporting past the resumed iteration: how far it got is unknown, not zero
+        logger.warning(
+            f'learner task {run.task_id}: resumed at iteration {resumed} from {where}; the previous learner last '
+            f'reported iteration {max(reached)}, and any training it did after that report is lost'
         )
 
 

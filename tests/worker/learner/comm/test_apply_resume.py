@@ -68,3 +68,16 @@ def test_after_a_checkpoint_the_published_weights_say_how_far_the_dead_learner_g
         'learner task learner_task_2: resumed at iteration 100 from iteration_100.safetensors; 60 iterations of '
         'training lost (the previous learner had reached iteration 160)'
     ]
+
+
+def test_a_learner_that_died_before_reporting_past_its_checkpoint_still_warns(run, caplog):
+    save_policy(run.path_policy, 'policy_old', make_model().state_dict(), 95)  # published before the checkpoint
+    run.learner.last_iter.update(100)
+    run.learner.resumed_from = 'iteration_100.safetensors'
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        apply_resume(run, _resume(90), logging.getLogger(LOGGER))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        'learner task learner_task_2: resumed at iteration 100 from iteration_100.safetensors; the previous learner '
+        'last reported iteration 95, and any training it did after that report is lost'
+    ]
