@@ -38,7 +38,14 @@ from ding.worker.async_actor import (
 )
 from ding.worker.resume import register_checkpoint_extras, resolve_resume, restore_serial_state
 
-from .pipeline_parts import agree_run_dir, count_envsteps, finish_run, load_input_config, start_rank_run
+from .pipeline_parts import (
+    agree_run_dir,
+    count_envsteps,
+    finish_run,
+    load_input_config,
+    save_interrupt_checkpoint,
+    start_rank_run,
+)
 from .progress import RunProgress
 from .rank_group import RankGroup, stop_reason
 from .rank_launcher import RankProgressFile
@@ -299,7 +306,7 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
             learner.call_hook('after_run')
         except KeyboardInterrupt:
             pool.stop()
-            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            save_interrupt_checkpoint(learner)
             raise
         except BaseException as exc:
             reason = f'error: {type(exc).__name__}'

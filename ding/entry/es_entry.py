@@ -39,7 +39,7 @@ from ding.worker.resume import register_checkpoint_extras, resolve_resume, resto
 from ding.worker.seed.transport import new_secret
 
 from .async_entry import close_all
-from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
+from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config, save_interrupt_checkpoint
 from .progress import RunProgress
 from .rank_group import RankGroup
 
@@ -242,7 +242,7 @@ def run_es_loop(parts: ESParts, max_train_iter: int | None, max_env_step: int | 
             learner.call_hook('after_run')
         except KeyboardInterrupt:
             parts.workers.stop()
-            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            save_interrupt_checkpoint(learner)
             raise
         except BaseException as exc:
             reason = f'error: {type(exc).__name__}'

@@ -20,11 +20,10 @@ from easydict import EasyDict
 
 from ding.config import ConfigError
 from ding.interaction.replay.client import ReplayError
-from ding.utils.atomic_file import StorageError
 from ding.utils.host_port import parse_host_port
 from ding.utils.stop_request import StopRequest, signals_request_stop
 
-from .pipeline_parts import build_serial_parts, finish_run, load_input_config
+from .pipeline_parts import build_serial_parts, finish_run, load_input_config, save_interrupt_checkpoint
 from .rank_group import stop_reason
 
 
@@ -124,10 +123,7 @@ def train_from_replay(parts: Any, stop: StopRequest, max_train_iter: int | None)
                 break
         learner.call_hook('after_run')
     except KeyboardInterrupt:
-        try:
-            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
-        except StorageError as exc:
-            raise StorageError(f'interrupted; {exc}', exc) from None
+        save_interrupt_checkpoint(learner)
         raise
     finally:
         elapsed = perf_counter() - started

@@ -287,6 +287,15 @@ def export_snapshot_gauges(
         Gauge(f'{prefix}_{name}', what, registry=metrics.registry).set_function(reader(name))
 
 
+def save_interrupt_checkpoint(learner: Any) -> None:
+    """Write ``interrupt_iteration_{n}`` for a run stopped by Ctrl-C / SIGTERM; a disk that refuses it raises one
+    ``StorageError`` naming the file and saying the run was interrupted (the iteration is not saved)."""
+    try:
+        learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+    except StorageError as exc:
+        raise StorageError(f'interrupted; {exc}', exc) from None
+
+
 def finish_run(parts: FinishableRun, solved: bool, reason: str) -> str:
     """Print the summary line (rank 0; the others log it to their own files) and close every component, even
     when one of them fails to close. Every rank logs a digest of its parameters (identical on every rank)."""
@@ -368,10 +377,7 @@ def run_serial_loop(
                 break
         learner.call_hook('after_run')
     except KeyboardInterrupt:
-        try:
-            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
-        except StorageError as exc:  # the disk refused it: one line naming the file and the iteration not saved
-            raise StorageError(f'interrupted; {exc}', exc) from None
+        save_interrupt_checkpoint(learner)
         raise
     finally:
         finish_run(parts, stop, reason)

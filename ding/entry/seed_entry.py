@@ -42,7 +42,7 @@ from ding.worker.seed.server import InferenceServer, follow_run_control
 from ding.worker.seed.transport import SlotLayout, new_secret, remote_run_secret
 
 from .async_entry import EVAL_SEED_OFFSET, as_actor_policy, close_all, policy_class_of
-from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config
+from .pipeline_parts import export_snapshot_gauges, finish_run, load_input_config, save_interrupt_checkpoint
 from .progress import RunProgress
 from .rank_group import RankGroup
 
@@ -362,7 +362,7 @@ def run_seed_loop(parts: SeedParts, max_train_iter: int | None, max_env_step: in
             learner.call_hook('after_run')
         except KeyboardInterrupt:
             parts.actors.stop()
-            learner.save_checkpoint(f'interrupt_iteration_{learner.train_iter}')
+            save_interrupt_checkpoint(learner)
             raise
         except BaseException as exc:
             reason = f'error: {type(exc).__name__}'
