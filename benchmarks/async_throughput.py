@@ -5,9 +5,10 @@ Rows, each measured for ``--seconds`` after a warm-up:
 - raw: the actors' vector envs (EnvPool) stepped with random actions by 2 threads, no model, no learner: the limit;
 - serial PPO collector (CartPole): today's ``cartpole_ppo_config`` ``SampleSerialCollector`` (8 envs) collecting only,
   and the serial on-policy loop (collect 256 steps, train on them; no evaluation);
-- async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with double buffering on / off
-  and staging queue 1 / 2, one unroll of each actor per learner batch, evaluation off; env steps/s over the
-  run's training part and the mean policy lag.
+- async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with the actors' torch or
+  numpy inference (``numpy_inference``), double buffering on / off, staging queue 1 / 2 and (CartPole) unrolls of
+  20 and 40 steps beside the config's, one unroll of each actor per learner batch, evaluation off; env steps/s over
+  the run's training part and the mean policy lag.
 
     python benchmarks/async_throughput.py [--seconds 20] [--envs cartpole pong] [--skip-async]
 
@@ -17,6 +18,7 @@ Targets (issue 12): CartPole async >= 3x the serial on-policy collection, >= 0.5
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import sys
@@ -24,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,11 +37,19 @@ ACTORS = 2
 ENVS = {'cartpole': ('CartPole-v1', 16), 'pong': ('ALE/Pong-v5', 8)}
 
 
-def raw_rate(env_id: str, envs_per_actor: int, seconds: float) -> float:
+def env_section(name: str) -> dict[str, Any]:
+    """The env section of the env's IMPALA config (backend and EnvPool settings: the raw row steps the same envs)."""
+    import importlib
+
+    return dict(importlib.import_module(CONFIGS[name]).main_config.env)
+
+
+def raw_rate(name: str, envs_per_actor: int, seconds: float) -> float:
     """Env steps/s of ``ACTORS`` threads, each stepping its own ``envs_per_actor`` EnvPool envs with random actions."""
     from ding.envs.vector import make_vector_env
 
-    vector_envs = [make_vector_env(dict(env_id=env_id), envs_per_actor, seed=i * 100) for i in range(ACTORS)]
+    env_cfg = env_section(name)
+    vector_envs = [make_vector_env(env_cfg, envs_per_actor, seed=i * 100) for i in range(ACTORS)]
     counts = [0] * ACTORS
     stop = threading.Event()
 
@@ -96,17 +106,39 @@ CONFIGS = {
     'cartpole': 'dizoo.classic_control.cartpole.config.cartpole_impala_config',
     'pong': 'dizoo.atari.config.pong_impala_config',
 }
-VARIANTS = [(True, 1), (False, 1), (True, 2), (False, 2)]  # (double_buffer, staging_queue_size)
 
 
-def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> tuple[float, float]:
+class Variant(NamedTuple):
+    numpy_inference: bool
+    double_buffer: bool
+    staging: int
+    unroll_len: int | None = None  # None: the config's
+
+    def describe(self, config_unroll: int) -> str:
+        return (
+            f'{"numpy" if self.numpy_inference else "torch"} actors, double buffer {"on " if self.double_buffer else "off"}, '
+            f'staging {self.staging}, unroll {self.unroll_len or config_unroll}'
+        )
+
+
+VARIANTS = [
+    Variant(False, False, 1),  # the actors' torch inference (before numpy chains)
+    Variant(True, True, 1),
+    Variant(True, False, 1),
+    Variant(True, True, 2),
+    Variant(True, False, 2),
+    Variant(True, False, 1, 20),
+    Variant(True, False, 1, 40),
+]
+
+
+def async_rate(name: str, variant: Variant, seconds: float) -> tuple[float, float]:
     """(env steps/s, mean policy lag) of ``async_pipeline`` on the env's IMPALA config with ``ACTORS`` actors of
     the ``ENVS`` count, evaluation off.
 
     The learner's env-step count and the newest batch's lag are sampled every 0.1 s from a side thread; after
     the warm-up and ``seconds`` it ends the run with SIGTERM (the pipeline's own way to stop: actors stopped,
     checkpoint written, every env closed)."""
-    import importlib
     import signal
 
     from easydict import EasyDict
@@ -115,9 +147,16 @@ def async_rate(name: str, double_buffer: bool, staging: int, seconds: float) -> 
 
     module = importlib.import_module(CONFIGS[name])
     cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
-    cfg.exp_name = f'bench_{name}_db{int(double_buffer)}_st{staging}'
+    cfg.exp_name = f'bench_{name}'
     cfg.policy.eval.evaluator.eval_freq = 0
-    cfg.policy.async_actor.update(env_per_actor=ENVS[name][1], double_buffer=double_buffer, staging_queue_size=staging)
+    cfg.policy.async_actor.update(
+        env_per_actor=ENVS[name][1],
+        double_buffer=variant.double_buffer,
+        staging_queue_size=variant.staging,
+        numpy_inference=variant.numpy_inference,
+    )
+    if variant.unroll_len is not None:
+        cfg.policy.async_actor.unroll_len = variant.unroll_len
     # One unroll of each actor per update: a policy version per round of the actors (with one unroll per
     # update the learner, the slower side here, counts a version per unroll and the lag doubles).
     cfg.policy.learn.batch_size = ACTORS
@@ -161,10 +200,11 @@ def main() -> None:
     home, workdir = os.getcwd(), tempfile.mkdtemp(prefix='ding_async_bench_')
     os.chdir(workdir)  # the runs' experiment directories go there, and go with it
     rows: list[tuple[str, str, float, str]] = []
+    ratios: list[str] = []  # CartPole async against the serial collector and raw EnvPool
     try:
         for name in args.envs:
             env_id, per_actor = ENVS[name]
-            raw = raw_rate(env_id, per_actor, args.seconds)
+            raw = raw_rate(name, per_actor, args.seconds)
             rows.append((name, f'raw EnvPool, {ACTORS} threads x {per_actor} envs, random actions', raw, '-'))
             if name == 'cartpole':
                 collect, loop = serial_ppo_rates(args.seconds)
@@ -172,17 +212,25 @@ def main() -> None:
                 rows.append((name, 'serial PPO loop: collect 256 + train (no eval)', loop, '-'))
             if args.skip_async:
                 continue
-            for double_buffer, staging in VARIANTS:
-                rate, lag = async_rate(name, double_buffer, staging, args.seconds)
-                what = f'async IMPALA, double buffer {"on " if double_buffer else "off"}, staging queue {staging}'
-                rows.append((name, what, rate, f'{lag:.2f}'))
+            config_unroll = int(importlib.import_module(CONFIGS[name]).main_config.policy.async_actor.unroll_len)
+            for variant in VARIANTS:
+                if variant.unroll_len is not None and name != 'cartpole':
+                    continue  # the unroll sweep is CartPole's
+                rate, lag = async_rate(name, variant, args.seconds)
+                rows.append((name, f'async IMPALA, {variant.describe(config_unroll)}', rate, f'{lag:.2f}'))
+                if name == 'cartpole':
+                    ratios.append(
+                        f'{variant.describe(config_unroll)}: {rate / collect:.2f}x serial, {rate / raw:.2f}x raw'
+                    )
     finally:
         os.chdir(home)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f'{"env":<9} {"what":<58} {"env steps/s":>12} {"mean lag":>9}')
-    print('-' * 91)
+    print(f'{"env":<9} {"what":<74} {"env steps/s":>12} {"mean lag":>9}')
+    print('-' * 107)
     for env, what, rate, lag in rows:
-        print(f'{env:<9} {what:<58} {rate:>12.0f} {lag:>9}')
+        print(f'{env:<9} {what:<74} {rate:>12.0f} {lag:>9}')
+    for line in ratios:
+        print(line)
 
 
 if __name__ == '__main__':

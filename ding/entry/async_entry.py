@@ -272,6 +272,7 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
     eval_freq = int(parts.cfg.policy.eval.evaluator.eval_freq)
     solved, reason = False, 'interrupted'
     last_eval: int | None = None
+    announced = False
     with signals_request_stop(parts.stop):
         try:
             learner.call_hook('before_run')
@@ -290,6 +291,12 @@ def run_async_loop(parts: AsyncParts, max_train_iter: int | None, max_env_step: 
                         solved, reason = True, 'solved'
                         break
                 batch, lag = feed.next_batch(int(learn_cfg.batch_size), learner.train_iter)
+                if not announced:  # every actor has built its model by its first unroll
+                    announced = True
+                    learner.info(
+                        f'actors: {parts.settings.actor_num} threads x {parts.settings.env_per_actor} envs, '
+                        f'inference in {pool.inference_engine()}'
+                    )
                 scalar = learner.log_buffer['scalar']
                 scalar.update(lag.scalars())
                 scalar['trajectory_queue'] = pool.trajectories.qsize()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any, Protocol, cast
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from ding.rl_utils import vtrace_data, vtrace_error_discrete_action
 from ding.rl_utils.distribution import categorical_logp_entropy
+from ding.torch_utils.numpy_chain import NumpyChain
 from ding.utils.registry import POLICY_REGISTRY
 
 from .base_policy import Policy
@@ -56,6 +58,9 @@ class UnrollModel(Protocol):
     def act(self, obs: torch.Tensor, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, Any]: ...
 
     def unroll(self, obs: torch.Tensor, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any]: ...
+
+    # Optional: ``feedforward_actor() -> nn.Module | None``, the acting path as one module for the actors' numpy
+    # chain (``IMPALAVAC.feedforward_actor``); without it the actors run ``act`` in torch.
 
 
 @POLICY_REGISTRY.register('impala')
@@ -134,6 +139,14 @@ class IMPALAPolicy(Policy):
                 # Gumbel-max: argmax(logit + Gumbel noise) is a sample from softmax(logit).
                 action = (logit - torch.empty_like(logit).exponential_().log()).argmax(dim=-1)
         return action, logit, state
+
+    def numpy_actor(self, model: nn.Module, example_obs: np.ndarray) -> NumpyChain | None:
+        if example_obs.dtype != np.float32:
+            return None  # image frames: the conv encoder is torch's job
+        # A model without ``feedforward_actor`` (IMPALAVAC's, optional in ``UnrollModel``) acts in torch.
+        build = getattr(model, 'feedforward_actor', None)
+        actor = build() if callable(build) else None
+        return None if actor is None else NumpyChain.trace(actor, torch.from_numpy(example_obs))
 
     # ---- learn ----------------------------------------------------------------------------------
     def _init_learn(self) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numpy as np
 import torch
+
+from .scan import reverse_scan
 
 gae_data = namedtuple('gae_data', ['value', 'next_value', 'reward', 'done', 'traj_flag'])
 
@@ -31,12 +32,4 @@ def gae(data: gae_data, gamma: float = 0.99, lambda_: float = 0.97) -> torch.Ten
         not_done = 1.0 - done.to(dtype)
         delta = reward.to(dtype) + gamma * not_done * next_value.to(dtype) - value.to(dtype)
         factor = gamma * lambda_ * (1.0 - traj_flag.to(dtype))
-        # The backward recursion is inherently sequential; on numpy it is far cheaper per step than on tensors.
-        d = delta.cpu().numpy()
-        f = factor.cpu().numpy()
-        adv = np.empty_like(d)
-        acc = np.zeros_like(d[0]) if d.ndim > 1 else 0.0
-        for t in range(d.shape[0] - 1, -1, -1):
-            acc = d[t] + f[t] * acc
-            adv[t] = acc
-        return torch.from_numpy(adv).to(value.device)
+        return reverse_scan(delta, factor)

@@ -17,6 +17,7 @@ from collections import namedtuple
 import torch
 
 from .distribution import logp_entropy
+from .scan import reverse_scan
 
 vtrace_data = namedtuple(
     'vtrace_data',
@@ -75,12 +76,7 @@ def vtrace_nstep_return(
         values = bootstrap_values.to(reward.dtype)
         deltas = clipped_rhos * (reward + discounts * values[1:] - values[:-1])
         trace = discounts * lambda_ * clipped_cs
-        correction = torch.zeros_like(values[0])
-        corrections = torch.empty_like(deltas)
-        for t in range(reward.shape[0] - 1, -1, -1):
-            correction = deltas[t] + trace[t] * correction
-            corrections[t] = correction
-        return values[:-1] + corrections
+        return values[:-1] + reverse_scan(deltas, trace)
 
 
 def vtrace_advantage(

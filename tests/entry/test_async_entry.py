@@ -124,6 +124,9 @@ class FailingModel(IMPALAVAC):
         self.calls = 0
         self.fail_after = fail_after
 
+    def feedforward_actor(self):
+        return None  # no numpy chain: the actors call act
+
     def act(self, obs, state, first):
         self.calls += 1
         if self.calls > self.fail_after:

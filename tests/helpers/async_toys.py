@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils.numpy_chain import NumpyChain
+
 
 class ScriptedVectorEnv:
     """``num_envs`` envs; env ``i``'s episodes last ``lengths[i]`` steps. The observation is ``[i, step of the
@@ -73,9 +75,12 @@ class ScriptedVectorEnv:
 class LinearActorPolicy:
     """A linear softmax policy implementing ``AsyncActorPolicy`` (no learning mode): enough to drive actors."""
 
-    def __init__(self, obs_dim: int = 2, action_num: int = 2, fail_in_actor_step: bool = False) -> None:
+    def __init__(
+        self, obs_dim: int = 2, action_num: int = 2, fail_in_actor_step: bool = False, numpy: bool = False
+    ) -> None:
         self.model = torch.nn.Linear(obs_dim, action_num)
         self.fail_in_actor_step = fail_in_actor_step
+        self.numpy = numpy  # offer the actors a numpy chain of the model
 
     def actor_model(self) -> torch.nn.Module:
         model = copy.deepcopy(self.model)
@@ -96,3 +101,9 @@ class LinearActorPolicy:
         logit = model(obs.float())
         action = logit.argmax(-1) if greedy else torch.distributions.Categorical(logits=logit).sample()
         return action, logit, state
+
+    def numpy_actor(self, model: torch.nn.Module, example_obs: np.ndarray) -> NumpyChain | None:
+        if not self.numpy:
+            return None
+        # traced inside a Sequential: fx then sees the Linear as a layer, not as the function it calls
+        return NumpyChain.trace(torch.nn.Sequential(model), torch.from_numpy(example_obs.astype(np.float32)))

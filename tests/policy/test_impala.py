@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -107,3 +108,17 @@ def test_eval_mode_keeps_each_envs_lstm_state_until_reset():
     again = policy.eval_mode.forward({0: blank, 1: blank})
     torch.testing.assert_close(again[0]['logit'], again[1]['logit'])
     assert again[0]['action'] == again[0]['logit'].argmax()
+
+
+def test_a_feedforward_model_offers_the_actors_a_numpy_chain_of_its_logits():
+    policy = make_policy()
+    model = policy.actor_model()
+    obs = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
+    chain = policy.numpy_actor(model, obs)
+    assert chain is not None
+    with torch.no_grad():
+        expected, _ = model.act(torch.from_numpy(obs), None, torch.zeros(5, dtype=torch.bool))
+    np.testing.assert_allclose(chain(obs), expected.numpy(), rtol=1e-5, atol=1e-6)
+    # recurrent models and image frames act in torch
+    assert make_policy(lstm_hidden_size=8).numpy_actor(make_policy(lstm_hidden_size=8).actor_model(), obs) is None
+    assert policy.numpy_actor(model, obs.astype(np.uint8)) is None

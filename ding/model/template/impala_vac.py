@@ -17,6 +17,18 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 VECTOR_ENCODER_SIZES = (64, 64)
 
 
+class FloatObsActor(nn.Module):
+    """Encoder then actor head on float32 observations: the logits only."""
+
+    def __init__(self, encoder: nn.Module, actor_head: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.actor_head = actor_head
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor_head(self.encoder(obs))['logit']
+
+
 @MODEL_REGISTRY.register('impala_vac')
 class IMPALAVAC(nn.Module):
     """Encoder -> optional LSTM core -> actor (discrete logits) and critic heads.
@@ -136,6 +148,11 @@ class IMPALAVAC(nn.Module):
             critic = joined if self.critic_core is None else torch.cat([critic, h_critic], dim=-1)
             actor = joined
         return self.actor_head(actor)['logit'], self.critic_head(critic)['pred']
+
+    def feedforward_actor(self) -> nn.Module | None:
+        """The acting path of a feed-forward model on float32 observations, ``obs [B, ...] -> logit [B, A]``, as
+        one module sharing this model's layers (for ``ding.torch_utils.NumpyChain``); None with an LSTM core."""
+        return None if self.core is not None else FloatObsActor(self.encoder, self.actor_head)
 
     def act(
         self, obs: torch.Tensor, state: LSTMState | None, first: torch.Tensor

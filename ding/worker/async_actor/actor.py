@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils.numpy_chain import NumpyChain
+
 from .protocol import AsyncActorPolicy, VectorEnv
 from .queues import QueueClosed, StagingQueue, TrajectoryQueue
 from .trajectory import TrajectoryBuffer, Unroll, join_states
@@ -25,14 +27,36 @@ def copy_state(state: Any) -> Any:
     return tuple(s.clone() for s in state)
 
 
+def example_observations(env: VectorEnv, count: int = 8) -> np.ndarray:
+    """Random observations of ``env``'s shape and dtype (to check a numpy actor against the model)."""
+    values = np.random.default_rng(0).normal(size=(count, *env.observation_shape))
+    if np.issubdtype(env.observation_dtype, np.integer):
+        values = np.abs(values) * 50
+    return values.astype(env.observation_dtype)
+
+
 class EnvGroup:
     """One vectorised env and what an actor tracks for it between steps: the current observation, which envs
     start an episode, which ended on the previous step, the actor state, and episode returns so far. It writes
-    into columns ``cols`` of the actor's trajectory buffer."""
+    into columns ``cols`` of the actor's trajectory buffer.
 
-    def __init__(self, env: VectorEnv, policy: AsyncActorPolicy, seed: int) -> None:
+    With a ``numpy_actor`` (the policy's logits as a ``NumpyChain``, see ``AsyncActorPolicy.numpy_actor``) the
+    logits are computed in numpy straight into the trajectory buffer and actions sampled with ``rng`` (Gumbel
+    max); otherwise ``policy.actor_step`` runs the torch model.
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv,
+        policy: AsyncActorPolicy,
+        seed: int,
+        numpy_actor: NumpyChain | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.env = env
         self.policy = policy
+        self.numpy_actor = numpy_actor
+        self.rng = rng if rng is not None else np.random.default_rng(seed)
         self.num_envs = env.num_envs
         self.cols = slice(0, env.num_envs)
         self.obs = env.reset(seed)
@@ -43,8 +67,8 @@ class EnvGroup:
         self.finished_returns: list[float] = []
         self.buffer: TrajectoryBuffer | None = None
         self.initial_state: Any = None
-        self._action: torch.Tensor | None = None
-        self._logit: torch.Tensor | None = None
+        self._action: np.ndarray | None = None
+        self._logit: np.ndarray | None = None  # None once written into the buffer by the numpy actor
 
     def start_unroll(self, buffer: TrajectoryBuffer) -> None:
         self.buffer = buffer
@@ -55,26 +79,32 @@ class EnvGroup:
         buffer = self.buffer
         assert buffer is not None
         obs = buffer.write_obs(t, self.obs, self.first, self.cols)
-        with torch.no_grad():
-            action, logit, self.state = self.policy.actor_step(model, obs, self.state, torch.from_numpy(self.first))
-        self._action, self._logit = action, logit
-        self.env.send(action.numpy())
+        if self.numpy_actor is not None:
+            logit = self.numpy_actor(obs, out=buffer.logit_out(t, self.cols))
+            # Gumbel-max: argmax(logit + Gumbel noise) is a sample from softmax(logit).
+            noisy = self.rng.gumbel(size=logit.shape)
+            noisy += logit
+            self._action, self._logit = noisy.argmax(axis=-1), None
+        else:
+            with torch.no_grad():
+                action, logit, self.state = self.policy.actor_step(
+                    model, torch.from_numpy(obs), self.state, torch.from_numpy(self.first)
+                )
+            self._action, self._logit = action.numpy(), logit.numpy()
+        self.env.send(self._action)
 
     def end_step(self, t: int) -> None:
         """Wait for the env step started by :meth:`begin_step` and record what it did."""
         buffer = self.buffer
-        assert buffer is not None and self._action is not None and self._logit is not None
+        assert buffer is not None and self._action is not None
         obs, reward, terminated, truncated = self.env.recv()
-        reward = np.asarray(reward, dtype=np.float32)
-        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+        ended = terminated | truncated
         # A step right after an episode ended is the env's reset step: no transition, and its observation
         # is the first one of the next episode.
-        mask = (~self.ended).astype(np.float32)
-        buffer.write_step(t, self._action, self._logit, reward, terminated, truncated, mask, self.cols)
+        buffer.write_step(t, self._action, self._logit, reward, terminated, truncated, ~self.ended, self.cols)
         self._returns += reward
-        ended = terminated | truncated
         if ended.any():
-            self.finished_returns.extend(float(r) for r in self._returns[ended])
+            self.finished_returns.extend(self._returns[ended].tolist())
             self._returns[ended] = 0.0
         self.first = self.ended
         self.ended = ended
@@ -171,7 +201,8 @@ class UnrollWriter:
 
 class ActorThread(threading.Thread):
     """Runs actor cycles until ``stop()`` or a queue closes; an exception ends the thread, is kept in
-    ``error`` and reported to ``on_error`` (which stops the pipeline), never swallowed."""
+    ``error`` and reported to ``on_error`` (which stops the pipeline), never swallowed. With
+    ``numpy_inference`` the actor computes the logits in numpy when the policy can (``numpy_actor``)."""
 
     def __init__(
         self,
@@ -184,6 +215,7 @@ class ActorThread(threading.Thread):
         trajectories: TrajectoryQueue[Unroll],
         on_error: Callable[[ActorThread, BaseException], None] | None = None,
         allocate_per_step: bool = False,
+        numpy_inference: bool = True,
     ) -> None:
         super().__init__(name=f'ding-actor-{actor_id}', daemon=True)
         self.actor_id = actor_id
@@ -195,6 +227,11 @@ class ActorThread(threading.Thread):
         self.error: BaseException | None = None
         self.cycles = 0
         self.version: int | None = None
+        self.model = policy.actor_model()
+        # The numpy chain this actor acts through (None: the torch model acts).
+        self.numpy_actor: NumpyChain | None = None
+        if numpy_inference and envs:
+            self.numpy_actor = policy.numpy_actor(self.model, example_observations(envs[0]))
         self._envs = list(envs)
         self._seed = seed
         self._allocate_per_step = allocate_per_step
@@ -206,10 +243,10 @@ class ActorThread(threading.Thread):
 
     def run(self) -> None:
         try:
-            model = self.policy.actor_model()
+            model = self.model
             groups, seed = [], self._seed
             for env in self._envs:
-                groups.append(EnvGroup(env, self.policy, seed))
+                groups.append(EnvGroup(env, self.policy, seed, self.numpy_actor))
                 seed += env.num_envs
             writer = UnrollWriter(groups, self.unroll_len, self._allocate_per_step)
             while not self._stop_event.is_set():

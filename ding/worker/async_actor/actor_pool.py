@@ -67,6 +67,7 @@ class ActorPool:
                         self.trajectories,
                         on_error=self._on_error,
                         allocate_per_step=allocate_per_step,
+                        numpy_inference=settings.numpy_inference,
                     )
                 )
         except BaseException:
@@ -96,6 +97,11 @@ class ActorPool:
         if self._error is not None:
             thread, exc = self._error
             raise ActorError(f'actor thread {thread.name} failed: {type(exc).__name__}: {exc}') from exc
+
+    def inference_engine(self) -> str:
+        """'numpy' when every started actor acts through a numpy chain, 'torch' when none does, else 'mixed'."""
+        engines = {'torch' if t.numpy_actor is None else 'numpy' for t in self.threads}
+        return engines.pop() if len(engines) == 1 else 'mixed'
 
     def alive(self) -> list[ActorThread]:
         return [t for t in self.threads if t.is_alive()]

@@ -25,6 +25,9 @@ ASYNC_ACTOR_DEFAULTS: dict[str, Any] = dict(
     double_buffer=True,
     # a full trajectory queue drops the new trajectory (counted) instead of making the actor wait
     drop_when_full=False,
+    # actors compute a feed-forward model's logits in numpy (several times cheaper than torch on small batches);
+    # recurrent and image models act in torch either way
+    numpy_inference=True,
 )
 
 
@@ -38,6 +41,7 @@ class AsyncActorSettings:
     updates_per_batch: int
     double_buffer: bool
     drop_when_full: bool
+    numpy_inference: bool
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> AsyncActorSettings:

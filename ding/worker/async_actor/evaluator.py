@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .actor import example_observations
 from .protocol import AsyncActorPolicy, VectorEnv
 
 
@@ -13,7 +14,8 @@ class VectorEvaluator:
     keeps the best mean return seen (``best_return``, saved in checkpoints).
 
     Envs are reset on the step after an episode ends (``protocol``): that step's return is not counted.
-    ``max_steps`` bounds one evaluation (an env that never ends cannot hang the run).
+    ``max_steps`` bounds one evaluation (an env that never ends cannot hang the run). A policy offering a numpy
+    chain of its model (``AsyncActorPolicy.numpy_actor``) acts through it.
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class VectorEvaluator:
         self.max_steps = max_steps
         self.best_return = float('-inf')
         self._model = policy.actor_model()
+        self._numpy_actor = policy.numpy_actor(self._model, example_observations(env))  # None: torch acts
 
     def eval(self, weights: dict[str, torch.Tensor]) -> tuple[bool, dict[str, float]]:
         """``(stop, info)``: whether the mean return reached ``stop_value``, and the returns' mean / std /
@@ -69,11 +72,15 @@ class VectorEvaluator:
                     f'evaluation: {self.max_steps} steps without {self.n_episode} finished episodes '
                     f'({len(returns)} finished)'
                 )
-            with torch.no_grad():
-                action, _, state = self.policy.actor_step(
-                    self._model, torch.from_numpy(np.asarray(obs)), state, torch.from_numpy(first), greedy=True
-                )
-            obs, reward, terminated, truncated = env.step(action.numpy())
+            if self._numpy_actor is not None:
+                actions = self._numpy_actor(obs).argmax(axis=-1)
+            else:
+                with torch.no_grad():
+                    action, _, state = self.policy.actor_step(
+                        self._model, torch.from_numpy(np.asarray(obs)), state, torch.from_numpy(first), greedy=True
+                    )
+                actions = action.numpy()
+            obs, reward, terminated, truncated = env.step(actions)
             steps += 1
             running += np.where(ended, 0.0, np.asarray(reward, dtype=np.float64))
             now_ended = np.asarray(terminated, dtype=bool) | np.asarray(truncated, dtype=bool)

@@ -40,6 +40,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ding.torch_utils.numpy_chain import NumpyChain
+
 TENSOR_KEYS = ('obs', 'action', 'logit', 'reward', 'done', 'truncated', 'mask', 'first')
 
 
@@ -72,6 +74,12 @@ class AsyncActorPolicy(Protocol):
         """
         ...
 
+    def numpy_actor(self, model: torch.nn.Module, example_obs: np.ndarray) -> NumpyChain | None:
+        """``model``'s logits for observations like ``example_obs`` ``[B, *obs]`` as a numpy chain, when the
+        model is feed-forward and small enough for that to pay (the actor then samples in numpy); None keeps
+        :meth:`actor_step`. The chain reads ``model``'s parameters, so ``load_state_dict`` updates it."""
+        ...
+
 
 class VectorEnv(Protocol):
     """A batch of ``num_envs`` envs stepped together (``ding.envs.vector``: EnvPool or gymnasium vector).
@@ -94,7 +102,8 @@ class VectorEnv(Protocol):
         ...
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Wait for the step started by ``send``: ``(obs, reward, terminated, truncated)``, each ``[num_envs, ...]``."""
+        """Wait for the step started by ``send``: ``(obs, reward float32, terminated bool, truncated bool)``, each
+        ``[num_envs, ...]``."""
         ...
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -41,6 +41,7 @@ class TrajectoryBuffer:
         self.unroll_len = unroll_len
         self.num_envs = num_envs
         self.allocate_per_step = allocate_per_step
+        self.action_num = action_num
         t, b = unroll_len, num_envs
         self.tensors: dict[str, torch.Tensor] = {
             'obs': torch.zeros((t + 1, b, *obs_shape), dtype=_torch_dtype(np.dtype(obs_dtype))),
@@ -57,45 +58,59 @@ class TrajectoryBuffer:
         # allocate_per_step: the rows written this cycle, per group (keyed by its first column)
         self._rows: dict[int, list[dict[str, torch.Tensor]]] = {}
 
-    def write_obs(self, t: int, obs: np.ndarray, first: np.ndarray, cols: slice = ALL) -> torch.Tensor:
+    def write_obs(self, t: int, obs: np.ndarray, first: np.ndarray, cols: slice = ALL) -> np.ndarray:
         """Store ``obs[t]`` / ``first[t]`` (``t`` up to ``unroll_len``) of columns ``cols``; returns the stored
         observations."""
         if self.allocate_per_step:
             row = {'obs': torch.tensor(obs), 'first': torch.tensor(first)}
             self._rows.setdefault(cols.start or 0, []).append(row)
-            return row['obs']
+            return row['obs'].numpy()
         arrays = self._arrays
         target = arrays['obs'][t, cols]
         target[...] = obs
         arrays['first'][t, cols] = first
-        return torch.from_numpy(target)
+        return target
+
+    def logit_out(self, t: int, cols: slice = ALL) -> np.ndarray:
+        """Where the logits of step ``t`` of columns ``cols`` go, for an actor that computes them in place (it
+        then passes ``logit=None`` to :meth:`write_step`)."""
+        if self.allocate_per_step:
+            envs = len(range(*cols.indices(self.num_envs)))
+            out = np.empty((envs, self.action_num), dtype=np.float32)
+            self._rows[cols.start or 0][-1]['logit'] = torch.from_numpy(out)
+            return out
+        return self._arrays['logit'][t, cols]
 
     def write_step(
         self,
         t: int,
-        action: torch.Tensor,
-        logit: torch.Tensor,
+        action: np.ndarray,
+        logit: np.ndarray | None,
         reward: np.ndarray,
         done: np.ndarray,
         truncated: np.ndarray,
         mask: np.ndarray,
         cols: slice = ALL,
     ) -> None:
-        """Store what step ``t`` did in columns ``cols``: the action and its logits, then the env's reward /
-        done / truncated, and whether the step carried a transition (``mask``)."""
+        """Store what step ``t`` did in columns ``cols``: the action and its logits (None: written through
+        :meth:`logit_out`), then the env's reward / done / truncated, and whether the step carried a transition
+        (``mask``, bool or float)."""
         if self.allocate_per_step:
-            self._rows[cols.start or 0][-1].update(
-                action=action.clone(),
-                logit=logit.clone(),
+            row = self._rows[cols.start or 0][-1]
+            row.update(
+                action=torch.tensor(action, dtype=torch.int64),
                 reward=torch.tensor(reward, dtype=torch.float32),
                 done=torch.tensor(done),
                 truncated=torch.tensor(truncated),
                 mask=torch.tensor(mask, dtype=torch.float32),
             )
+            if logit is not None:
+                row['logit'] = torch.tensor(logit)
             return
         arrays = self._arrays
-        arrays['action'][t, cols] = action.numpy()
-        arrays['logit'][t, cols] = logit.numpy()
+        arrays['action'][t, cols] = action
+        if logit is not None:
+            arrays['logit'][t, cols] = logit
         arrays['reward'][t, cols] = reward
         arrays['done'][t, cols] = done
         arrays['truncated'][t, cols] = truncated

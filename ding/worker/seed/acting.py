@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils.numpy_chain import NumpyChain
 from ding.worker.async_actor.actor import copy_state
 from ding.worker.async_actor.protocol import AsyncActorPolicy
 from ding.worker.async_actor.queues import StagingQueue
@@ -46,6 +47,9 @@ class QNetActing:
         with torch.no_grad():
             q = model(obs)['logit']
         return q.argmax(dim=-1), q, None
+
+    def numpy_actor(self, model: torch.nn.Module, example_obs: np.ndarray) -> NumpyChain | None:
+        return None  # the inference server's batches are large: torch acts
 
 
 def _split_state(state: Any, sizes: Sequence[int]) -> list[Any]:

@@ -273,12 +273,12 @@ class UnrollAssembler(_Assembler):
         _, action, logit = track.previous
         track.buffer.write_step(
             track.steps,
-            torch.from_numpy(action),
-            torch.from_numpy(logit),
+            action,
+            logit,
             reward,
             terminated,
             truncated,
-            mask.astype(np.float32),
+            mask,
             ALL,
         )
 

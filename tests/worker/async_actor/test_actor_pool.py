@@ -3,6 +3,7 @@
 import threading
 
 import pytest
+import torch
 
 from ding.worker.async_actor import ActorError, ActorPool, AsyncActorSettings, LearnerFeed
 from tests.helpers.async_toys import LinearActorPolicy, ScriptedVectorEnv
@@ -18,6 +19,7 @@ def _settings(**over):
         updates_per_batch=1,
         double_buffer=True,
         drop_when_full=False,
+        numpy_inference=True,
     )
     values.update(over)
     return AsyncActorSettings(**values)
@@ -121,3 +123,19 @@ def test_drops_are_counted_when_configured():
         assert pool.info()['dropped_trajectories'] == pool.trajectories.dropped
     finally:
         pool.stop(timeout=20)
+
+
+@pytest.mark.parametrize(
+    'numpy_policy, numpy_inference, engine', [(True, True, 'numpy'), (True, False, 'torch'), (False, True, 'torch')]
+)
+def test_actors_act_in_numpy_only_when_asked_and_the_policy_can(numpy_policy, numpy_inference, engine):
+    policy = LinearActorPolicy(numpy=numpy_policy)
+    pool, _ = _pool(_settings(numpy_inference=numpy_inference), policy=policy)
+    try:
+        assert pool.inference_engine() == engine
+        pool.start()
+        pool.staging.publish(0, policy.actor_weights())
+        batch, _ = LearnerFeed(pool).next_batch(2, 0)
+        torch.testing.assert_close(batch['logit'], policy.model(batch['obs'][:-1]).detach())
+    finally:
+        assert pool.stop(timeout=20) == []

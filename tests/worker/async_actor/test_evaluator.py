@@ -1,6 +1,7 @@
 """Greedy evaluation on a vectorised env: whole episodes only, reset steps not counted, the best return kept."""
 
 import pytest
+import torch
 
 from ding.worker.async_actor import VectorEvaluator
 from tests.helpers.async_toys import LinearActorPolicy, ScriptedVectorEnv
@@ -31,3 +32,15 @@ def test_an_env_that_never_ends_an_episode_cannot_hang_the_evaluation():
     evaluator = VectorEvaluator(ScriptedVectorEnv([10**9]), policy, n_episode=1, seed=0, max_steps=50)
     with pytest.raises(RuntimeError, match='50 steps without 1 finished episodes'):
         evaluator.eval(policy.actor_weights())
+
+
+def test_a_numpy_actor_plays_the_same_greedy_episodes_as_the_torch_model():
+    torch.manual_seed(0)
+    weights = LinearActorPolicy().actor_weights()
+    played = {}
+    for numpy in (False, True):
+        policy, env = LinearActorPolicy(numpy=numpy), ScriptedVectorEnv([3, 5, 4])
+        evaluator = VectorEvaluator(env, policy, n_episode=6, seed=0)
+        evaluator.eval(weights)
+        played[numpy] = [a.tolist() for a in env.actions_seen]
+    assert played[True] == played[False]

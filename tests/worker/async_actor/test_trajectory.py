@@ -81,3 +81,22 @@ def test_a_learner_batch_joins_unrolls_on_the_env_dim_and_owns_its_memory():
     for u in unrolls:
         u.tensors['obs'].zero_()  # the actor reuses the buffer
     assert torch.equal(batch['obs'], before)
+
+
+def test_a_numpy_actor_writes_the_models_logits_and_samples_from_them():
+    torch.manual_seed(3)
+    policy = LinearActorPolicy(numpy=True)
+    model = policy.actor_model()
+    env = ScriptedVectorEnv([50] * 64)
+    group = EnvGroup(env, policy, seed=0, numpy_actor=policy.numpy_actor(model, np.zeros((4, 2), np.float32)))
+    assert group.numpy_actor is not None
+    unroll = UnrollWriter([group], unroll_len=30).collect(model, version=0)
+    t = unroll.tensors
+    with torch.no_grad():
+        expected = model(t['obs'][:-1])
+    torch.testing.assert_close(t['logit'], expected)
+    # Gumbel-max sampling: the share of action 1 follows softmax(logit) (1920 draws, 4 standard errors)
+    p1 = torch.softmax(t['logit'], -1)[..., 1]
+    share, mean = t['action'].float().mean().item(), p1.mean().item()
+    assert abs(share - mean) < 4 * (mean * (1 - mean) / p1.numel()) ** 0.5
+    assert np.array_equal(np.concatenate(env.actions_seen), t['action'].reshape(-1).numpy())

@@ -7,8 +7,9 @@ import torch
 from ding.model import DQN, VAC
 from ding.policy import ESPolicy
 from ding.policy.es import greedy_action, write_flat_parameters
+from ding.torch_utils.numpy_chain import NumpyChain
 from ding.worker.es.noise import MAX_NOISE_TABLE_SIZE
-from ding.worker.es.rollout import ESRollout, NumpyActor
+from ding.worker.es.rollout import ESRollout, GreedyActor
 
 CARTPOLE_ENV = {'type': 'cartpole', 'import_names': ['dizoo.classic_control.cartpole.envs.cartpole_env']}
 CARTPOLE_MODEL = dict(
@@ -151,7 +152,7 @@ def test_parameters_from_the_learner_are_checked(spec):
 )
 def test_small_actors_act_in_numpy_and_follow_parameter_writes(model, numpy_path):
     model.requires_grad_(False)
-    actor = NumpyActor.build(model, model.obs_shape)
+    actor = NumpyChain.trace(GreedyActor(model), torch.randn(8, model.obs_shape))
     assert (actor is not None) == numpy_path
     if actor is None:
         return

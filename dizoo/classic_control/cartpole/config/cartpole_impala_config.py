@@ -8,6 +8,8 @@ cartpole_impala_config = dict(
     env=dict(
         env_id='CartPole-v1',
         backend='envpool',
+        # CartPole steps in nanoseconds: one EnvPool thread per actor's pool hands steps over faster than two
+        envpool_kwargs=dict(num_threads=1),
         evaluator_env_num=8,
         n_evaluator_episode=8,
         stop_value=195,
@@ -23,7 +25,7 @@ cartpole_impala_config = dict(
             lstm_hidden_size=None,  # e.g. 64 for the LSTM core
         ),
         learn=dict(
-            batch_size=1,  # unrolls per learner batch
+            batch_size=2,  # unrolls per learner batch (2 solved seeds 0-4 more steadily than 1 or 4)
             learning_rate=0.003,
             optim_type='adam',
             value_weight=0.5,
