@@ -234,11 +234,11 @@ def sync_gradients(
     if wire_dtype is None or wire_dtype == dtype:
         values = _exact_weighted_mean(grads, dtype, float(weight))
     else:
-        values = _compressed_weighted_mean(grads, dtype, float(weight), wire_dtype)
+        values = _compressed_weighted_mean(grads, float(weight), wire_dtype)
     offset = 0
     for g in grads:
         n = g.numel()
-        g.copy_(values[offset : offset + n].view_as(g))
+        g.copy_(values[offset : offset + n].view_as(g))  # cast back from a compressed dtype
         offset += n
 
 
@@ -260,23 +260,25 @@ def _exact_weighted_mean(grads: list[torch.Tensor], dtype: torch.dtype, weight: 
     return values
 
 
-def _compressed_weighted_mean(
-    grads: list[torch.Tensor], dtype: torch.dtype, weight: float, wire_dtype: torch.dtype
-) -> torch.Tensor:
-    """The weighted mean of ``grads`` over the ranks, flat, in ``dtype``, the gradients travelling as ``wire_dtype``."""
+def _compressed_weighted_mean(grads: list[torch.Tensor], weight: float, wire_dtype: torch.dtype) -> torch.Tensor:
+    """The weighted mean of ``grads`` over the ranks, flat, in ``wire_dtype`` (what travelled)."""
     total_cell = torch.tensor([weight], dtype=torch.float64, device=grads[0].device)
     dist.all_reduce(total_cell)
     total = float(total_cell)
-    flat = torch.cat([g.reshape(-1).to(dtype) for g in grads])
+    wire = torch.empty(sum(g.numel() for g in grads), dtype=wire_dtype, device=grads[0].device)
     if total == 0:  # every rank knows it: nothing to send
-        return flat.zero_()
-    if weight == 0:
-        flat.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
-    else:
-        flat.mul_(weight / total)  # each rank's share of the mean: the sum stays in the gradients' range
-    wire = flat.to(wire_dtype)
+        return wire.zero_()
+    offset = 0
+    for g in grads:
+        share = wire[offset : offset + g.numel()]
+        if weight == 0:
+            share.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+        else:
+            # this rank's share of the mean, rounded once: the sum stays in the gradients' range (float16: <= 65504)
+            torch.mul(g.reshape(-1), weight / total, out=share)
+        offset += g.numel()
     dist.all_reduce(wire)
-    return flat.copy_(wire)
+    return wire
 
 
 def _flag_reduce(flag: bool, op: dist.ReduceOp.RedOpType) -> bool:

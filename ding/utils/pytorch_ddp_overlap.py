@@ -47,11 +47,16 @@ class _Bucket:
         self.values = self.flat[:numel]  # the gradients; the ``extra`` cells after them carry other numbers
         # compressed: what the all-reduce carries in place of ``flat`` (None: ``flat`` itself)
         self.wire = None if wire_dtype in (None, self.flat.dtype) else torch.empty_like(self.flat, dtype=wire_dtype)
-        self.views: list[torch.Tensor] = []
+        self.views: list[torch.Tensor] = []  # the parameters' .grad after averaging
+        self.wire_views: list[torch.Tensor] = []  # where their scaled gradients go: ``views`` or, compressed, ``wire``
         offset = 0
         for p in params:
             self.views.append(self.flat[offset : offset + p.numel()].view_as(p))
+            if self.wire is not None:
+                self.wire_views.append(self.wire[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
+        if self.wire is None:
+            self.wire_views = self.views
         self.filled = [False] * len(params)
         self.missing = len(params)
         self.work: dist.Work | None = None
@@ -212,21 +217,20 @@ class OverlappedGradientSync:
 
     @staticmethod
     def _fill(bucket: _Bucket, i: int, param: torch.Tensor, scale: float) -> None:
-        """Parameter ``i`` of ``bucket``: its gradient times ``scale`` into the bucket, and ``.grad`` a view of it."""
-        view = bucket.views[i]
+        """Parameter ``i`` of ``bucket``: its gradient times ``scale`` into the bucket (rounded to the wire's dtype
+        when compressing), and ``.grad`` a view of the bucket (where the mean lands)."""
+        share = bucket.wire_views[i]
         grad = param.grad
         if grad is None or scale == 0:
-            view.zero_()  # not a multiplication: an empty batch's gradients may be NaN, and 0 * NaN is NaN
+            share.zero_()  # not a multiplication: an empty batch's gradients may be NaN, and 0 * NaN is NaN
         else:
-            torch.mul(grad, scale, out=view)
-        param.grad = view
+            torch.mul(grad, scale, out=share)
+        param.grad = bucket.views[i]
         bucket.filled[i] = True
         bucket.missing -= 1
 
     def _launch_ready(self) -> None:
         while self._launched < len(self._buckets) and self._buckets[self._launched].missing == 0:
             bucket = self._buckets[self._launched]
-            if bucket.wire is not None:
-                bucket.wire.copy_(bucket.flat)
             bucket.work = dist.all_reduce(bucket.flat if bucket.wire is None else bucket.wire, async_op=True)
             self._launched += 1
