@@ -232,32 +232,35 @@ def sync_gradients(
     for g in grads[1:]:
         dtype = torch.promote_types(dtype, g.dtype)
     if wire_dtype is None or wire_dtype == dtype:
-        values = _exact_weighted_mean(grads, dtype, float(weight))
+        summed, total = _weighted_sum(grads, dtype, float(weight))
     else:
-        values = _compressed_weighted_mean(grads, float(weight), wire_dtype)
+        summed, total = _compressed_weighted_mean(grads, float(weight), wire_dtype), None
+    offset = 0
+    for g in grads:  # one pass: divided (or cast back) straight into the gradient
+        part = summed[offset : offset + g.numel()].view_as(g)
+        if total is None:
+            g.copy_(part)
+        elif total > 0:
+            torch.div(part, total, out=g)
+        else:
+            g.zero_()
+        offset += g.numel()
+
+
+def _weighted_sum(grads: list[torch.Tensor], dtype: torch.dtype, weight: float) -> tuple[torch.Tensor, float]:
+    """``sum_i(w_i * g_i)`` over the ranks, flat, in ``dtype``, and ``sum_i(w_i)``: one all-reduce carrying both."""
+    flat = torch.empty(sum(g.numel() for g in grads) + 1, dtype=dtype, device=grads[0].device)
     offset = 0
     for g in grads:
-        n = g.numel()
-        g.copy_(values[offset : offset + n].view_as(g))  # cast back from a compressed dtype
-        offset += n
-
-
-def _exact_weighted_mean(grads: list[torch.Tensor], dtype: torch.dtype, weight: float) -> torch.Tensor:
-    """The weighted mean of ``grads`` over the ranks, flat, in ``dtype``: one all-reduce with the weight's cell."""
-    weight_cell = torch.tensor([weight], dtype=dtype, device=grads[0].device)
-    flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [weight_cell])
-    values = flat[:-1]
-    if weight == 0:
-        values.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
-    else:
-        values.mul_(weight)
+        part = flat[offset : offset + g.numel()]
+        if weight == 0:
+            part.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+        else:
+            torch.mul(g.reshape(-1).to(dtype), weight, out=part)
+        offset += g.numel()
+    flat[-1] = weight
     dist.all_reduce(flat)
-    total = float(flat[-1])
-    if total > 0:
-        values.div_(total)
-    else:
-        values.zero_()
-    return values
+    return flat[:-1], float(flat[-1])
 
 
 def _compressed_weighted_mean(grads: list[torch.Tensor], weight: float, wire_dtype: torch.dtype) -> torch.Tensor:
