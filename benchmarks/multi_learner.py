@@ -1,7 +1,7 @@
 """Data-parallel learners (issue #13): equivalence with one learner, and throughput of 1 vs N ranks.
 
     python benchmarks/multi_learner.py [--part both|equivalence|throughput|assignment] [--ranks 2] [--steps 100]
-        [--rounds 3] [--sync flat overlap ddp] [--bucket-mb 1] [--threads 1] [--pin]
+        [--rounds 3] [--sync flat overlap ddp flat-bf16 overlap-bf16 ...] [--bucket-mb 1] [--threads 1] [--pin]
 
 Every rank is a process of one gloo group on 127.0.0.1 (``ding.utils.pytorch_ddp_dist_helper``), ``--threads``
 torch threads each (a lone rank too: like with like).
@@ -9,16 +9,19 @@ torch threads each (a lone rank too: like with like).
 * **Equivalence** (``--part equivalence``): ``DQNPolicy`` (CartPole-sized model, Adam) trained for ``--updates``
   updates on a fixed batch of ``--joint-batch`` samples, once in one process on the whole batch and once with
   every rank on its share; the largest |parameter difference| to the single process is printed (target
-  <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit).
+  <= 1e-6), and after every update every rank's parameters are checked equal to rank 0's (bit for bit). Once
+  more with ``grad_sync_dtype='bfloat16'`` (lossy: how far it drifts; the ranks still identical).
 * **Throughput** (``--part throughput``): a learner-bound setting, a 4 x 512 MLP regression with Adam, batch
   ``--batch`` (256) per rank, ``--steps`` timed steps after ``--warmup``. Runs of 1 rank and of ``--ranks`` ranks
   with each gradient averaging of ``--sync`` (``flat``: ``sync_gradients`` after the backward, one all-reduce;
   ``overlap``: ``OverlappedGradientSync``, buckets of ``--bucket-mb`` all-reduced during the backward; ``ddp``:
-  torch's ``DistributedDataParallel``, a reference) interleaved ``--rounds`` times, medians printed side by side:
+  torch's ``DistributedDataParallel``, a reference; a ``-bf16`` / ``-fp16`` suffix: the gradients travel as
+  bfloat16 / float16, ``comm_dtype`` of ``sync_gradients`` and ``OverlappedGradientSync``, torch's compress comm hooks
+  for ``ddp``) interleaved ``--rounds`` times, medians printed side by side:
   samples trained per second (target >= 1.5x one rank on 2 ranks), by wall clock and per rank CPU second (what
   the ranks give with a free core each; the steadier figure on a shared machine), the time per step spent
   averaging after the backward ended (including waiting for the slowest rank), and the flat all-reduce alone
-  after a barrier (``--sync-repeats`` times). ``--pin`` puts rank r on core r.
+  after a barrier (``--sync-repeats`` times; once per dtype on the wire). ``--pin`` puts rank r on core r.
 * **Assignment** (``--part assignment``): duplicate-sample rate of ``assignment: random`` vs ``bins``
   (``multi_learner_assignment.py``).
 """
@@ -35,6 +38,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -56,6 +60,18 @@ DQN_CFG = dict(
     learn=dict(learning_rate=1e-3, target_update_freq=20),
 )
 IN_DIM, HIDDEN, LAYERS, OUT_DIM = 64, 512, 4, 8
+# --sync: a gradient averaging, optionally with the dtype its all-reduces carry (None: float32, lossless)
+SYNC_METHODS = ('flat', 'overlap', 'ddp')
+WIRE_DTYPES = {'': None, '-bf16': 'bfloat16', '-fp16': 'float16'}
+# torch's bfloat16 comm hook for DDP needs NCCL (refused on gloo): no ddp-bf16
+SYNC_CHOICES = tuple(m + s for s in WIRE_DTYPES for m in SYNC_METHODS if m + s != 'ddp-bf16')
+DDP_COMPRESS_HOOKS = {'float16': default_hooks.fp16_compress_hook}
+
+
+def parse_sync(sync: str) -> tuple[str, str | None]:
+    """``'overlap-bf16'`` -> ``('overlap', 'bfloat16')``."""
+    method, _, suffix = sync.partition('-')
+    return method, WIRE_DTYPES['-' + suffix if suffix else '']
 
 
 # ---- running ranks ------------------------------------------------------------------------------
@@ -109,32 +125,43 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 
 def equivalence_rank(rank: int, args: argparse.Namespace) -> dict[str, Any]:
-    """DQN on this rank's share of the fixed batch; rank 0's parameters and whether ranks ever differed."""
+    """DQN on this rank's share of the fixed batch (its gradients averaged in ``args.grad_sync_dtype``); rank 0's
+    parameters and whether ranks ever differed."""
     world_size = get_world_size()
     share = args.joint_batch // world_size
     data = dqn_data(args.joint_batch)[rank * share : (rank + 1) * share]
     torch.manual_seed(rank)  # different initial weights per rank: the policy broadcasts rank 0's
-    policy = DQNPolicy({**DQN_CFG, 'learn': {**DQN_CFG['learn'], 'batch_size': share}})
+    learn = {**DQN_CFG['learn'], 'batch_size': share, 'grad_sync_dtype': getattr(args, 'grad_sync_dtype', None)}
+    policy = DQNPolicy({**DQN_CFG, 'learn': learn})
     model = policy._model
     always_equal = True
+    start = flat_params(model).tolist()
     for _ in range(args.updates):
         policy.learn_mode.forward(data)
         mine = flat_params(model)
         rank0 = mine.clone()
         broadcast(rank0, src=0)
         always_equal = all_ranks(bool(torch.equal(mine, rank0))) and always_equal
-    return {'params': flat_params(model).tolist(), 'always_equal': always_equal}
+    return {'params': flat_params(model).tolist(), 'start': start, 'always_equal': always_equal}
 
 
 def equivalence_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
     single = run_group(equivalence_rank, 1, args)[0]
     multi = run_group(equivalence_rank, args.ranks, args)
+    # the same with the gradients averaged in bfloat16: lossy, so not held to 1e-6 (how far it drifts)
+    packed = run_group(equivalence_rank, args.ranks, argparse.Namespace(**vars(args), grad_sync_dtype='bfloat16'))
     diff = max(abs(a - b) for a, b in zip(multi[0]['params'], single['params']))
+    packed_diff = max(abs(a - b) for a, b in zip(packed[0]['params'], single['params']))
+    moved = torch.tensor(single['params']) - torch.tensor(single['start'])  # the exact run's total update
+    packed_off = torch.tensor(packed[0]['params']) - torch.tensor(single['params'])
     return [
         (f'DQN, {args.updates} updates, joint batch {args.joint_batch}', f'1 rank vs {args.ranks} ranks'),
         ('max |param diff| (target <= 1e-6)', f'{diff:.2e}'),
         ('ranks identical after every update', str(all(r['always_equal'] for r in multi))),
-    ]
+        ('grad_sync_dtype=bfloat16: max |param diff| (lossy) / its norm over the exact update\'s norm',
+         f'{packed_diff:.2e} / {packed_off.norm() / moved.norm():.1%}'),
+        ('grad_sync_dtype=bfloat16: ranks identical after every update', str(all(r['always_equal'] for r in packed))),
+    ]  # fmt: skip
 
 
 # ---- throughput ---------------------------------------------------------------------------------
@@ -151,7 +178,8 @@ def mlp() -> nn.Module:
 def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
     """Timed training steps with gradient averaging ``args.sync``: ``flat`` (``sync_gradients`` after the backward),
     ``overlap`` (``OverlappedGradientSync`` during it) or ``ddp`` (torch's ``DistributedDataParallel``, equal
-    weights only: a reference)."""
+    weights only: a reference), each optionally compressed (``-bf16``, ``-fp16``)."""
+    method, wire = parse_sync(args.sync)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = mlp()
@@ -159,22 +187,25 @@ def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(args.batch, IN_DIM, generator=g), torch.randn(args.batch, OUT_DIM, generator=g)
     bucket_bytes = int(args.bucket_mb * 2**20)
-    overlap = OverlappedGradientSync(model.parameters(), bucket_bytes=bucket_bytes)
+    overlap = OverlappedGradientSync(model.parameters(), bucket_bytes=bucket_bytes, comm_dtype=wire)
     forward: nn.Module = model
-    if args.sync == 'ddp' and get_world_size() > 1:
-        forward = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    if method == 'ddp' and get_world_size() > 1:
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+        if wire is not None:
+            ddp.register_comm_hook(None, DDP_COMPRESS_HOOKS[wire])
+        forward = ddp
 
     def backward_and_sync(loss: torch.Tensor) -> float:
         """Backward plus averaging; returns the seconds spent on averaging after the backward ended."""
-        if args.sync == 'overlap':
+        if method == 'overlap':
             with overlap.averaging(weight=args.batch):
                 loss.backward()
                 t = time.perf_counter()
             return time.perf_counter() - t
         loss.backward()
         t = time.perf_counter()
-        if args.sync == 'flat':
-            sync_gradients(model.parameters(), weight=args.batch)
+        if method == 'flat':
+            sync_gradients(model.parameters(), weight=args.batch, comm_dtype=wire)
         return time.perf_counter() - t
 
     sync_time = start = cpu_start = 0.0
@@ -187,12 +218,13 @@ def throughput_rank(rank: int, args: argparse.Namespace) -> dict[str, float]:
         sync_time += backward_and_sync(loss)
         optimizer.step()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    # The all-reduce alone (flat): after a barrier, so no rank waits for a slower one's backward.
+    # The all-reduce alone (flat, this run's dtype on the wire): after a barrier, so no rank waits for a slower
+    # one's backward.
     alone = 0.0
     for _ in range(args.sync_repeats):
         all_ranks(True)
         t = time.perf_counter()
-        sync_gradients(model.parameters(), weight=args.batch)
+        sync_gradients(model.parameters(), weight=args.batch, comm_dtype=wire)
         alone += time.perf_counter() - t
     overlap.stop()
     return {'elapsed': elapsed, 'cpu': cpu, 'sync': sync_time, 'alone': alone / args.sync_repeats}
@@ -223,6 +255,7 @@ def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
             runs[world_size, sync].append(throughput_measure(world_size, sync, args))
     med = {s: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for s, rs in runs.items()}
     base = med[1, 'none']
+    wires_shown: set[str | None] = set()
     rows = [(f'{LAYERS} x {HIDDEN} MLP ({n_params / 1e6:.2f} M params), batch {args.batch}/rank, {args.threads} '
              f'thread(s)/rank, buckets {args.bucket_mb} MB, {args.steps} steps, median of {args.rounds}', 'value')]  # fmt: skip
     for (world_size, sync), m in med.items():
@@ -233,8 +266,12 @@ def throughput_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
             (f'{name}: step ms / averaging ms after the backward (share)',
              f"{m['step_ms']:.1f} / {m['sync_ms']:.2f} ({100 * m['sync_ms'] / m['step_ms']:.1f}%)"),
         ]  # fmt: skip
-        if world_size > 1 and sync == args.sync[0]:
-            rows.append((f'{world_size} ranks: flat all-reduce alone ms (share of step)',
+        wire = parse_sync(sync)[1] if world_size > 1 else None
+        if world_size > 1 and wire not in wires_shown:  # once per dtype on the wire
+            wires_shown.add(wire)
+            wire_mb = n_params * (2 if wire else 4) / 1e6
+            rows.append((f'{world_size} ranks: flat all-reduce alone, {wire or "float32"} ({wire_mb:.1f} MB), ms '
+                         f'(share of the {sync} step)',
                          f"{m['alone_ms']:.2f} ({100 * m['alone_ms'] / m['step_ms']:.1f}%)"))  # fmt: skip
     return rows
 
@@ -274,8 +311,9 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=10, help='throughput: untimed steps first')
     parser.add_argument('--rounds', type=int, default=3, help='throughput: interleaved 1 / N rank runs (median)')
     parser.add_argument('--sync-repeats', type=int, default=10, help='throughput: timed all-reduces alone')
-    parser.add_argument('--sync', nargs='+', choices=('flat', 'overlap', 'ddp'), default=['flat', 'overlap'],
-                        help='throughput: gradient averaging(s) of the N-rank runs, compared side by side')  # fmt: skip
+    parser.add_argument('--sync', nargs='+', choices=SYNC_CHOICES, default=['flat', 'overlap'],
+                        help='throughput: gradient averaging(s) of the N-rank runs, compared side by side; -bf16 / '
+                             '-fp16: the gradients travel as bfloat16 / float16')  # fmt: skip
     parser.add_argument('--bucket-mb', type=float, default=1.0, help='throughput: bucket size (overlap, ddp)')
     parser.add_argument('--threads', type=int, default=1, help='torch threads per rank (1 rank alone too)')
     parser.add_argument('--pin', action='store_true', help='pin rank r to CPU core r (quiet machines only)')

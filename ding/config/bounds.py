@@ -79,7 +79,8 @@ BOUNDS = {
     'async_actor.updates_per_batch': ('int', '[1, inf)'),
 }
 
-# Key -> the values it may take (matched like BOUNDS): settings that name a mode.
+# Key -> the values it may take (matched like BOUNDS): settings that name a mode. A value must equal one of them and
+# be of its type (1 is not True).
 CHOICES = {
     # parallel mode: several learners (policy.learn.learner.multi_learner, docs/parallel.md "Several learners")
     'multi_learner.mode': ('failover', 'data_parallel'),
@@ -90,6 +91,10 @@ CHOICES = {
     'weights_refresh': ('poll', 'subscribe'),
     'checkpoint.compression': (None, 'zstd'),
     'checkpoint.on_stall': ('continue', 'pause'),
+    # data-parallel learners (docs/distributed.md): what the gradient all-reduce carries (None: lossless; names of
+    # ding.utils.pytorch_ddp_dist_helper.GRAD_SYNC_DTYPES), and whether it overlaps the backward
+    'learn.grad_sync_dtype': (None, 'bfloat16', 'float16'),
+    'learn.overlap_gradient_sync': (False, True),
 }
 
 # Subtrees where bounds are not applied: model kwargs are checked by the model's constructor.
@@ -109,7 +114,15 @@ TYPED_SECTIONS = STRICT_SECTIONS + ('policy',)
 PIPELINE_KEYS = {
     # resume_training: DI-engine's switch, read by ding.worker.resume (resume from the learner's
     # load_ckpt_before_run checkpoint, or 'auto')
-    'policy.learn': ('batch_size', 'update_per_collect', 'learner', 'resume_training'),
+    # grad_sync_dtype / overlap_gradient_sync: how the Policy base averages gradients over data-parallel ranks
+    'policy.learn': (
+        'batch_size',
+        'update_per_collect',
+        'learner',
+        'resume_training',
+        'grad_sync_dtype',
+        'overlap_gradient_sync',
+    ),
     'policy.collect': ('n_sample', 'n_episode', 'unroll_len', 'collector'),
     'policy.eval': ('evaluator',),
     'policy.other': ('replay_buffer', 'commander'),

@@ -289,7 +289,7 @@ def _check_choices(node: Mapping, path: str, problems: list[str]) -> None:
             _check_choices(value, key_path, problems)
             continue
         allowed = _bound_for(key_path, CHOICES)
-        if allowed is not None and value not in allowed:
+        if allowed is not None and not any(type(value) is type(a) and value == a for a in allowed):
             problems.append(f'{key_path} = {_show(value)} is not one of {list(allowed)}')
 
 

@@ -16,7 +16,7 @@ import torch
 from easydict import EasyDict
 
 from ding.config.merge import deep_merge_dicts
-from ding.utils.pytorch_ddp_dist_helper import broadcast_module, get_world_size
+from ding.utils.pytorch_ddp_dist_helper import broadcast_module, get_world_size, grad_sync_dtype
 from ding.utils.pytorch_ddp_dist_helper import sync_gradients as sync_gradients_over_ranks
 from ding.utils.pytorch_ddp_overlap import OverlappedGradientSync
 from ding.utils.registry import MODEL_REGISTRY, import_module
@@ -48,7 +48,10 @@ class Policy(ABC):
     # backward_and_sync_gradients on several ranks: True overlaps the all-reduces with the backward (buckets), False
     # runs one flat all-reduce after it. Equal results; flat was as fast or faster on 2 cores with
     # little other load (benchmarks/NOTES.md, "#13 overlapping the all-reduce"), so it is the default.
+    # policy.learn.overlap_gradient_sync sets it per policy.
     overlap_gradient_sync: bool = False
+    # policy.learn.grad_sync_dtype: the dtype the gradient all-reduces carry (None: the gradients' own, lossless)
+    _grad_sync_dtype: torch.dtype | None = None
     # (model, its gradient hooks): made at the first overlapped backward_and_sync_gradients
     _gradient_sync: tuple[torch.nn.Module, OverlappedGradientSync] | None = None
 
@@ -74,6 +77,7 @@ class Policy(ABC):
     def __init__(self, cfg: dict, model: torch.nn.Module | None = None, enable_field: list[str] | None = None) -> None:
         # The algorithm's defaults under the user's values, so a partial config works everywhere.
         self._cfg = deep_merge_dicts(type(self).default_config(), cfg)
+        self._read_gradient_sync_settings(self._cfg.get('learn') or {})
         self._on_policy = self._cfg.get('on_policy', False)
         self._enable_field = list(_MODES) if enable_field is None else list(enable_field)
         unknown = [f for f in self._enable_field if f not in _MODES]
@@ -92,6 +96,15 @@ class Policy(ABC):
         self._modes: dict[str, _PolicyMode] = {}
         for field in self._enable_field:
             getattr(self, f'_init_{field}')()
+
+    def _read_gradient_sync_settings(self, learn: dict) -> None:
+        """``learn.grad_sync_dtype`` and ``learn.overlap_gradient_sync``, checked before anything is built."""
+        self._grad_sync_dtype = grad_sync_dtype(learn.get('grad_sync_dtype'), 'policy.learn.grad_sync_dtype')
+        overlap = learn.get('overlap_gradient_sync')
+        if overlap is not None:
+            if not isinstance(overlap, bool):
+                raise ValueError(f'policy.learn.overlap_gradient_sync must be True or False, got {overlap!r}')
+            self.overlap_gradient_sync = overlap
 
     # ---- model ---------------------------------------------------------------------------------
     def _create_model(self, cfg: EasyDict, model: torch.nn.Module | None) -> torch.nn.Module:
@@ -113,9 +126,10 @@ class Policy(ABC):
         """Average ``model``'s gradients over the ranks, weighted by ``weight`` (this rank's sample count).
 
         Called between ``backward()`` and gradient clipping / the optimizer step; a no-op in a single process.
-        ``backward_and_sync_gradients`` does both and overlaps the all-reduce with the backward.
+        ``backward_and_sync_gradients`` does both and overlaps the all-reduce with the backward. The all-reduce
+        carries ``policy.learn.grad_sync_dtype`` (lossless by default).
         """
-        sync_gradients_over_ranks(model.parameters(), weight)
+        sync_gradients_over_ranks(model.parameters(), weight, comm_dtype=self._grad_sync_dtype)
 
     def backward_and_sync_gradients(self, loss: torch.Tensor, model: torch.nn.Module, weight: float = 1.0) -> None:
         """``loss.backward()``, leaving ``model``'s gradients averaged over the ranks, weighted by ``weight``.
@@ -131,7 +145,7 @@ class Policy(ABC):
         if self._gradient_sync is None or self._gradient_sync[0] is not model:
             if self._gradient_sync is not None:
                 self._gradient_sync[1].stop()
-            self._gradient_sync = (model, OverlappedGradientSync(model.parameters()))
+            self._gradient_sync = (model, OverlappedGradientSync(model.parameters(), comm_dtype=self._grad_sync_dtype))
         with self._gradient_sync[1].averaging(weight):
             loss.backward()
 

@@ -22,6 +22,9 @@ from .checkpoint import decode_state, encode_state
 
 BACKENDS = ('gloo', 'nccl')
 REDUCE_OPS = ('sum', 'mean', 'max', 'min')
+# What a gradient all-reduce may carry in place of the gradients' own dtype (``policy.learn.grad_sync_dtype``):
+# half the bytes on the wire, the averaged gradients rounded to 8 (bfloat16) or 11 (float16) significant bits.
+GRAD_SYNC_DTYPES: dict[str, torch.dtype] = {'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 # ---- who am I -----------------------------------------------------------------------------------
@@ -184,7 +187,21 @@ def broadcast_module(module: torch.nn.Module, src: int = 0) -> None:
             dist.broadcast(tensor.data, src)
 
 
-def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> None:
+def grad_sync_dtype(value: str | torch.dtype | None, key: str = 'comm_dtype') -> torch.dtype | None:
+    """The dtype a gradient all-reduce carries for ``value``: None (the gradients' own, lossless), or a name of
+    ``GRAD_SYNC_DTYPES`` (``'bfloat16'``, ``'float16'``) or its torch dtype. Anything else is refused naming ``key``."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value in GRAD_SYNC_DTYPES:
+        return GRAD_SYNC_DTYPES[value]
+    if isinstance(value, torch.dtype) and value in GRAD_SYNC_DTYPES.values():
+        return value
+    raise ValueError(f'{key} must be None (lossless) or one of {list(GRAD_SYNC_DTYPES)}, got {value!r}')
+
+
+def sync_gradients(
+    parameters: Iterable[torch.Tensor], weight: float = 1.0, comm_dtype: str | torch.dtype | None = None
+) -> None:
     """Set every rank's gradients to the weighted mean ``sum_i(w_i * g_i) / sum_i(w_i)`` over the ranks.
 
     With ``weight`` = the number of samples in this rank's batch and a loss that is the mean over the batch,
@@ -193,9 +210,15 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     rank with ``weight=0`` contributes nothing (not even NaNs). A non-finite gradient on a rank with a weight
     makes every rank's gradients non-finite, so a NaN guard skips the step on every rank together. If every
     weight is 0 the gradients become zeros.
+
+    ``comm_dtype`` (``'bfloat16'`` / ``'float16'``, ``grad_sync_dtype``) compresses: the weights' sum travels
+    first (float64), then each rank's ``g_i * w_i / sum(w)`` rounded to ``comm_dtype`` (half the bytes; the
+    pre-division keeps float16 in range), and the mean is cast back into the gradients. Lossy (8 or 11
+    significant bits), identical on every rank. None (the default) is exact.
     """
     if isinstance(weight, bool) or not isinstance(weight, Real) or not math.isfinite(weight) or weight < 0:
         raise ValueError(f'sync_gradients: weight must be a finite number >= 0, got {weight!r}')
+    wire_dtype = grad_sync_dtype(comm_dtype, 'sync_gradients: comm_dtype')
     if get_world_size() == 1:
         return
     params = [p for p in parameters if p.requires_grad]
@@ -208,25 +231,57 @@ def sync_gradients(parameters: Iterable[torch.Tensor], weight: float = 1.0) -> N
     dtype = grads[0].dtype
     for g in grads[1:]:
         dtype = torch.promote_types(dtype, g.dtype)
-    device = grads[0].device
-    weight_cell = torch.tensor([float(weight)], dtype=dtype, device=device)
-    flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [weight_cell])
-    values = flat[:-1]
-    if weight == 0:
-        values.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+    if wire_dtype is None or wire_dtype == dtype:
+        summed, total = _weighted_sum(grads, dtype, float(weight))
     else:
-        values.mul_(float(weight))
-    dist.all_reduce(flat)
-    total = float(flat[-1])
-    if total > 0:
-        values.div_(total)
-    else:
-        values.zero_()
+        summed, total = _compressed_weighted_mean(grads, float(weight), wire_dtype), None
+    offset = 0
+    for g in grads:  # one pass: divided (or cast back) straight into the gradient
+        part = summed[offset : offset + g.numel()].view_as(g)
+        if total is None:
+            g.copy_(part)
+        elif total > 0:
+            torch.div(part, total, out=g)
+        else:
+            g.zero_()
+        offset += g.numel()
+
+
+def _weighted_sum(grads: list[torch.Tensor], dtype: torch.dtype, weight: float) -> tuple[torch.Tensor, float]:
+    """``sum_i(w_i * g_i)`` over the ranks, flat, in ``dtype``, and ``sum_i(w_i)``: one all-reduce carrying both."""
+    flat = torch.empty(sum(g.numel() for g in grads) + 1, dtype=dtype, device=grads[0].device)
     offset = 0
     for g in grads:
-        n = g.numel()
-        g.copy_(values[offset : offset + n].view_as(g))
-        offset += n
+        part = flat[offset : offset + g.numel()]
+        if weight == 0:
+            part.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+        else:
+            torch.mul(g.reshape(-1).to(dtype), weight, out=part)
+        offset += g.numel()
+    flat[-1] = weight
+    dist.all_reduce(flat)
+    return flat[:-1], float(flat[-1])
+
+
+def _compressed_weighted_mean(grads: list[torch.Tensor], weight: float, wire_dtype: torch.dtype) -> torch.Tensor:
+    """The weighted mean of ``grads`` over the ranks, flat, in ``wire_dtype`` (what travelled)."""
+    total_cell = torch.tensor([weight], dtype=torch.float64, device=grads[0].device)
+    dist.all_reduce(total_cell)
+    total = float(total_cell)
+    wire = torch.empty(sum(g.numel() for g in grads), dtype=wire_dtype, device=grads[0].device)
+    if total == 0:  # every rank knows it: nothing to send
+        return wire.zero_()
+    offset = 0
+    for g in grads:
+        share = wire[offset : offset + g.numel()]
+        if weight == 0:
+            share.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+        else:
+            # this rank's share of the mean, rounded once: the sum stays in the gradients' range (float16: <= 65504)
+            torch.mul(g.reshape(-1), weight / total, out=share)
+        offset += g.numel()
+    dist.all_reduce(wire)
+    return wire
 
 
 def _flag_reduce(flag: bool, op: dist.ReduceOp.RedOpType) -> bool:

@@ -7,7 +7,8 @@ import pytest
 from easydict import EasyDict
 
 from ding.config import ConfigError, compile_config, deep_merge_dicts, validate_config
-from ding.config.bounds import BOUNDS
+from ding.config.bounds import BOUNDS, CHOICES
+from ding.utils.pytorch_ddp_dist_helper import GRAD_SYNC_DTYPES
 from ding.worker import BaseLearner
 from tests.helpers.config_toys import TOY_CREATE, ToyDQNPolicy, ToyEnvManager, ToyLearner, toy_main
 from tests.helpers.processes import ROOT
@@ -198,3 +199,14 @@ def test_the_learner_checkpoint_section_is_checked_key_by_key():
         ckpt_uri='s3://bucket/run', every_minutes=0.5, compression='zstd', storage_options={'endpoint_url': 'x'}
     )
     validate_config(EasyDict(policy=dict(learn=dict(learner=dict(checkpoint=good)))), defaults)
+
+
+def test_the_gradient_sync_settings_of_data_parallel_learners_are_checked_by_value_and_type():
+    for dtype in (None, 'bfloat16', 'float16'):
+        cfg = toy_main(learn=dict(batch_size=32, grad_sync_dtype=dtype, overlap_gradient_sync=True))
+        validate_config(cfg, toy_defaults())  # known in the strict policy.learn
+    msg = problems_of(toy_main(learn=dict(batch_size=32, grad_sync_dtype='bf16', overlap_gradient_sync=1)))
+    assert "policy.learn.grad_sync_dtype = str 'bf16' is not one of [None, 'bfloat16', 'float16']" in msg
+    assert 'policy.learn.overlap_gradient_sync = int 1 is not one of [False, True]' in msg
+    # the names the config accepts are those the gradient averaging knows
+    assert CHOICES['learn.grad_sync_dtype'] == (None, *GRAD_SYNC_DTYPES)

@@ -97,14 +97,26 @@ ALGOS: dict[str, tuple[Callable[[int], Any], Callable[[], Any], Callable[[Any, i
 }
 
 
+def dqn_bf16(overlap: bool) -> Callable[[int], Any]:
+    """DQN whose config has its gradients averaged in bfloat16, overlapped with the backward or not."""
+    learn = dict(grad_sync_dtype='bfloat16', overlap_gradient_sync=overlap)
+    return lambda share: DQNPolicy(with_learn(DQN_CFG, batch_size=share, **learn))
+
+
 def train(
-    make_policy: Callable[[int], Any], share: int, data: Any, seed: int, lr_zero: bool = False, overlap: bool = False
+    make_policy: Callable[[int], Any],
+    share: int,
+    data: Any,
+    seed: int,
+    lr_zero: bool = False,
+    overlap: bool | None = None,
 ) -> list:
     """Parameters after ``STEPS`` learn calls on ``data``, the model built under ``seed`` (``overlap``: the
-    gradients averaged while the backward runs)."""
+    gradients averaged while the backward runs, or not; None: as the policy's config says)."""
     torch.manual_seed(seed)
     policy = make_policy(share)
-    policy.overlap_gradient_sync = overlap
+    if overlap is not None:
+        policy.overlap_gradient_sync = overlap
     if lr_zero:
         for group in policy._optimizer.param_groups:
             group['lr'] = 0.0
@@ -123,6 +135,10 @@ def _rank_main(rank: int, port: int, out_dir: str, batches: dict[str, Any]) -> N
             for algo, (make, _, split) in ALGOS.items()
             for suffix, overlap in (('', False), ('_overlap', True))
         }
+        # The gradients travelling as bfloat16, flat and overlapped, set in the config.
+        for overlap in (False, True):
+            data = rows(batches['dqn'], rank)
+            result[f'dqn_bf16_overlap_{overlap}'] = train(dqn_bf16(overlap), JOINT // 2, data, seed=rank)
     write_result(out_dir, rank, result)
 
 
@@ -146,8 +162,22 @@ def ranks(single, batches, tmp_path_factory):
     return run_ranks(_rank_main, str(tmp_path_factory.mktemp('data_parallel')), args=(batches,))
 
 
+def test_a_bad_gradient_sync_setting_is_refused_naming_the_key_before_the_model_is_built():
+    with pytest.raises(ValueError, match=r'policy.learn.grad_sync_dtype must be None \(lossless\) or one of'):
+        DQNPolicy(with_learn(DQN_CFG, grad_sync_dtype='bf16'), model=None, enable_field=['learn'])
+    with pytest.raises(ValueError, match='policy.learn.overlap_gradient_sync must be True or False, got 1'):
+        DQNPolicy(with_learn(DQN_CFG, overlap_gradient_sync=1))
+    policy = DQNPolicy(with_learn(DQN_CFG, overlap_gradient_sync=True))
+    assert policy.overlap_gradient_sync and not DQNPolicy.overlap_gradient_sync  # set on this policy only
+
+
 def max_diff(a: list[list[float]], b: list[list[float]]) -> float:
     return max(abs(x - y) for pa, pb in zip(a, b) for x, y in zip(pa, pb))
+
+
+def distance(a: list[list[float]], b: list[list[float]]) -> float:
+    """Euclidean distance between two parameter lists."""
+    return sum((x - y) ** 2 for pa, pb in zip(a, b) for x, y in zip(pa, pb)) ** 0.5
 
 
 @pytest.mark.parametrize('algo', list(ALGOS))
@@ -158,3 +188,14 @@ def test_two_ranks_on_halves_equal_one_process_on_the_joint_batch(ranks, single,
     assert max_diff(untrained, trained) > 1e-3  # the comparison above is not vacuous
     # Averaged while the backward runs (OverlappedGradientSync): the same parameters as the flat all-reduce.
     assert ranks[0][f'{algo}_overlap'] == ranks[1][f'{algo}_overlap'] == ranks[0][algo]
+
+
+@pytest.mark.parametrize('overlap', [False, True])
+def test_gradients_averaged_in_bfloat16_stay_close_to_the_exact_run_and_identical_on_every_rank(ranks, single, overlap):
+    compressed = ranks[0][f'dqn_bf16_overlap_{overlap}']
+    assert compressed == ranks[1][f'dqn_bf16_overlap_{overlap}']
+    trained, untrained = single['dqn']
+    assert compressed != trained  # lossy
+    # Adam divides each gradient by its own scale, so a near-zero gradient whose sign the rounding flipped still
+    # moves its weight by up to the learning rate: compare whole updates, not single weights.
+    assert distance(compressed, trained) <= 0.1 * distance(untrained, trained)

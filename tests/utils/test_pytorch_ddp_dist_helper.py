@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from ding.config.parallel import find_free_port
 from ding.utils.pytorch_ddp_dist_helper import (
+    GRAD_SYNC_DTYPES,
     DDPContext,
     all_ranks,
     allreduce,
@@ -19,6 +20,7 @@ from ding.utils.pytorch_ddp_dist_helper import (
     dist_init,
     get_rank,
     get_world_size,
+    grad_sync_dtype,
     sync_gradients,
 )
 from tests.helpers.dist_ranks import run_ranks, write_result
@@ -80,6 +82,17 @@ def test_env_init_joins_as_torchrun_would_and_the_context_leaves(monkeypatch):
         assert (ctx.rank, ctx.world_size) == (0, 1)
         assert dist.is_initialized() and dist.get_backend() == 'gloo'
     assert not dist.is_initialized()
+
+
+def test_the_dtype_a_gradient_all_reduce_carries_is_none_bfloat16_or_float16():
+    assert grad_sync_dtype(None) is None
+    assert grad_sync_dtype('bfloat16') is grad_sync_dtype(torch.bfloat16) is torch.bfloat16
+    assert grad_sync_dtype('float16') is torch.float16
+    for bad in ('bf16', 'float32', torch.float32, torch.int8, 16):
+        with pytest.raises(ValueError, match=r'policy.learn.grad_sync_dtype must be None \(lossless\) or one of'):
+            grad_sync_dtype(bad, 'policy.learn.grad_sync_dtype')
+    with pytest.raises(ValueError, match='sync_gradients: comm_dtype'):
+        sync_gradients(torch.nn.Linear(1, 1).parameters(), comm_dtype='int8')
 
 
 def test_sync_gradients_refuses_a_negative_or_non_finite_weight():
@@ -155,6 +168,27 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         opt.step()
         result['state_iter'] = state['iter']
         result['after_step'] = [net.weight.tolist(), opt.state_dict()['state'][0]['exp_avg_sq'].tolist()]
+
+        # Compressed averaging: every rank's gradients (seeded by rank, weights 1 and 3) and what each dtype made.
+        result['compressed'] = {}
+        for name in GRAD_SYNC_DTYPES:
+            layer.weight.grad = torch.randn(1, 2, generator=torch.Generator().manual_seed(rank)) * 10.0 ** (2 * rank)
+            layer.bias.grad = torch.randn(1, generator=torch.Generator().manual_seed(10 + rank))
+            sent = [layer.weight.grad.tolist(), layer.bias.grad.tolist()]
+            sync_gradients(layer.parameters(), weight=1.0 + 2.0 * rank, comm_dtype=name)
+            result['compressed'][name] = {'sent': sent, 'mean': [layer.weight.grad.tolist(), layer.bias.grad.tolist()]}
+            # The mean of 40960 and 40960 is 40960 in float16 (max 65504): the ranks' shares are divided before the sum.
+            layer.weight.grad = torch.full_like(layer.weight, 40960.0)
+            sync_gradients(layer.parameters(), weight=256, comm_dtype=name)
+            result['compressed'][name]['large'] = layer.weight.grad.tolist()
+            layer.weight.grad = torch.full_like(layer.weight, 7.0 if rank == 0 else float('nan'))
+            sync_gradients(layer.parameters(), weight=0.0 if rank == 1 else 32, comm_dtype=name)
+            result['compressed'][name]['weight_0'] = layer.weight.grad.tolist()
+            layer.weight.grad = torch.full_like(layer.weight, 1.0 if rank == 0 else float('inf'))
+            sync_gradients(layer.parameters(), weight=1.0, comm_dtype=name)
+            result['compressed'][name]['non_finite'] = not bool(torch.isfinite(layer.weight.grad).any())
+            sync_gradients(layer.parameters(), weight=0.0, comm_dtype=name)
+            result['compressed'][name]['all_0'] = layer.weight.grad.tolist()
     result['after'] = [get_rank(), get_world_size()]
     write_result(out_dir, rank, result)
 
@@ -186,6 +220,32 @@ def test_sync_gradients_is_a_weighted_mean_where_weight_0_contributes_nothing(ra
         assert res['weight_0'] == [[7.0, 7.0]]
         assert res['all_0'] == [[0.0, 0.0]]
         assert res['non_finite_everywhere']
+
+
+# significand bits of each compressed dtype: one rounding of a value of magnitude m errs by at most m * 2**-bits
+SIGNIFICAND_BITS = {'bfloat16': 8, 'float16': 11}
+
+
+@pytest.mark.parametrize('name', list(GRAD_SYNC_DTYPES))
+def test_compressed_sync_gradients_is_the_weighted_mean_to_the_dtypes_precision_and_identical_on_every_rank(
+    ranks, name
+):
+    received = [{k: v for k, v in r['compressed'][name].items() if k != 'sent'} for r in ranks]
+    assert received[0] == received[1]  # bit for bit
+    sent = [torch.tensor(r['compressed'][name]['sent'][0][0] + r['compressed'][name]['sent'][1]) for r in ranks]
+    shares = [sent[0] * 1 / 4, sent[1] * 3 / 4]  # weights 1 and 3; rank 1's weights are 100x larger
+    exact = shares[0] + shares[1]
+    mean = ranks[0]['compressed'][name]['mean']
+    got = torch.tensor(mean[0][0] + mean[1])
+    # each share rounded once, their sum once more
+    bound = 2.0 ** -SIGNIFICAND_BITS[name] * (shares[0].abs() + shares[1].abs() + exact.abs())
+    assert ((got - exact).abs() <= bound).all(), (got, exact)
+    assert not torch.equal(got, exact)  # it did travel compressed: the lossless path gives the exact mean
+    res = ranks[0]['compressed'][name]
+    assert res['large'] == [[40960.0, 40960.0]]
+    assert res['weight_0'] == [[7.0, 7.0]]
+    assert res['non_finite']
+    assert res['all_0'] == [[0.0, 0.0]]
 
 
 def test_flags_and_data_reductions(ranks):

@@ -43,6 +43,8 @@ def test_bad_arguments_are_named():
         OverlappedGradientSync(model.parameters(), bucket_bytes=0)
     with pytest.raises(ValueError, match='no parameter requires a gradient'):
         OverlappedGradientSync([torch.zeros(2)])
+    with pytest.raises(ValueError, match=r"comm_dtype must be None \(lossless\) or one of \['bfloat16', 'float16'\]"):
+        OverlappedGradientSync(model.parameters(), comm_dtype='float8')
     sync = OverlappedGradientSync(model.parameters())
     for weight in (-1, float('nan'), float('inf'), True):
         with pytest.raises(ValueError, match='weight'), sync.averaging(weight=weight):
@@ -50,14 +52,21 @@ def test_bad_arguments_are_named():
 
 
 # ---- two ranks ----------------------------------------------------------------------------------
-def _step(sync: OverlappedGradientSync | None, model: torch.nn.Module, x: torch.Tensor, weight: float) -> list:
-    """One backward on ``x`` averaged over the ranks, overlapped (``sync``) or flat (``None``)."""
+def _step(
+    sync: OverlappedGradientSync | None,
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    weight: float,
+    comm_dtype: str | None = None,
+) -> list:
+    """One backward on ``x`` averaged over the ranks, overlapped (``sync``) or flat (``None``, carrying
+    ``comm_dtype``)."""
     for p in model.parameters():
         p.grad = None
     loss = model(x).pow(2).mean()
     if sync is None:
         loss.backward()
-        sync_gradients(model.parameters(), weight=weight)
+        sync_gradients(model.parameters(), weight=weight, comm_dtype=comm_dtype)
     else:
         with sync.averaging(weight=weight):
             loss.backward()
@@ -105,6 +114,19 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
                 model(x).sum().backward()
         except RuntimeError as e:
             result['second_backward'] = str(e)
+        # Compressed (bfloat16 on the wire): the same numbers as the compressed flat all-reduce; three SGD steps
+        # keep every rank's parameters identical after each.
+        packed = OverlappedGradientSync(model.parameters(), bucket_bytes=40 * 4, comm_dtype='bfloat16')
+        result['bf16_flat'] = _step(None, model, x, weight=len(x), comm_dtype='bfloat16')
+        result['bf16_overlap'] = _step(packed, model, x, weight=len(x))
+        result['bf16_weight_0'] = _step(packed, model, empty, weight=0 if rank == 0 else len(x))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        result['bf16_params'] = []
+        for _ in range(3):
+            _step(packed, model, x, weight=len(x))
+            optimizer.step()
+            result['bf16_params'].append([p.tolist() for p in model.parameters()])
+        packed.stop()
     write_result(out_dir, rank, result)
 
 
@@ -129,6 +151,20 @@ def test_weight_0_contributes_nothing_and_a_missing_gradient_counts_as_zeros(ran
         assert res['unused'] == [1.0, 1.0]  # (0 + 2) / 2
         assert res['non_finite']
         assert res['half'] == [3.25] * 4
+
+
+def test_compressed_overlapped_averaging_equals_the_compressed_flat_one_and_keeps_the_ranks_identical(ranks):
+    for res in ranks:
+        assert res['bf16_overlap'] == res['bf16_flat'] == ranks[0]['bf16_flat']
+        assert res['bf16_params'] == ranks[0]['bf16_params']  # after every step
+    exact, compressed = ranks[0]['flat'], ranks[0]['bf16_flat']
+    assert exact != compressed  # lossy
+    for exact_p, compressed_p in zip(exact, compressed):
+        e, c = torch.tensor(exact_p), torch.tensor(compressed_p)
+        assert torch.allclose(c, e, rtol=2**-7, atol=2**-7 * e.abs().max().item())
+    # weight 0: rank 1's own gradients, rounded to bfloat16
+    for own, got in zip(ranks[1]['outside'], ranks[0]['bf16_weight_0']):
+        assert torch.equal(torch.tensor(got), torch.tensor(own).to(torch.bfloat16).float())
 
 
 def test_a_second_backward_in_one_averaging_is_refused(ranks):
