@@ -116,7 +116,7 @@ class Variant(NamedTuple):
 
     def describe(self, config_unroll: int) -> str:
         return (
-            f'{"numpy" if self.numpy_inference else "torch"} actors, double buffer {"on " if self.double_buffer else "off"}, '
+            f'numpy_inference {"on " if self.numpy_inference else "off"}, double buffer {"on " if self.double_buffer else "off"}, '
             f'staging {self.staging}, unroll {self.unroll_len or config_unroll}'
         )
 
