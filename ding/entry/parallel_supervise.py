@@ -12,7 +12,7 @@ from typing import Any
 
 from easydict import EasyDict
 
-from ding.config.parallel import find_free_port
+from ding.config.parallel_system import find_free_port
 from ding.config.writer import redact_secrets
 from ding.utils.jsonable import to_jsonable
 from ding.utils.stop_request import StopRequest
