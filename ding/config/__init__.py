@@ -4,7 +4,8 @@ from .config import compile_config
 from .errors import ConfigError
 from .loader import read_config
 from .merge import deep_merge_dicts, deep_update
-from .parallel import compile_config_parallel, parallel_transform
+from .parallel import compile_config_parallel
+from .parallel_system import parallel_transform
 from .validate import validate_config
 from .writer import save_config, save_config_py
 

@@ -188,7 +188,7 @@ SYSTEM_TYPES = {
 }
 
 # Bounds of the system section, matched like BOUNDS (last path components). Ports are checked where they are
-# resolved (ding.config.parallel).
+# resolved (ding.config.parallel_system).
 SYSTEM_BOUNDS = {
     'coordinator.collector_task_timeout': ('number', '(0, inf]'),
     'coordinator.learner_task_timeout': ('number', '(0, inf]'),

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from easydict import EasyDict
 
-from ding.config.parallel import can_bind
+from ding.config.parallel_system import can_bind
 from ding.interaction.base.auth import RUN_SECRET_ENV
 
 from .parallel_prepare import child_env

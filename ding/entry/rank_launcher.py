@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ding.config.parallel import find_free_port
+from ding.config.parallel_system import find_free_port
 
 from .lifeline import launcher_env
 

@@ -22,35 +22,20 @@ from .learner_group import GroupData, LearnerGroups
 from .run_state import STATE_FILE, LearnProgress, RunStateFile
 from .scheduler import TaskScheduler
 from .service_control import CoordinatorControl
+from .task_callbacks import TASK_CALLBACKS, TaskCallbacks
 
-__all__ = ['STATE_FILE', 'Coordinator']
-
-# The coordinator's methods the comm coordinator calls back as tasks progress (by these names).
-TASK_CALLBACKS = (
-    'deal_with_collector_send_data',
-    'deal_with_collector_judge_finish',
-    'deal_with_collector_finish_task',
-    'deal_with_collector_fail_task',
-    'deal_with_learner_get_data',
-    'deal_with_learner_send_info',
-    'deal_with_learner_judge_finish',
-    'deal_with_learner_finish_task',
-    'deal_with_learner_fail_task',
-    'deal_with_increase_collector',
-    'deal_with_decrease_collector',
-    'learner_task_extra',
-)
+__all__ = ['STATE_FILE', 'TASK_CALLBACKS', 'Coordinator']
 
 
 @COORDINATOR_REGISTRY.register('coordinator')
-class Coordinator:
+class Coordinator(TaskCallbacks):
     """Runs the parallel training: learner tasks, collector tasks, their data, and the end of the run.
 
     The work is split by job: :class:`TaskScheduler` produces tasks with the commander and hands them to idle
-    workers through the :class:`CommCoordinator` (which calls back the ``deal_with_*`` methods as tasks
-    progress); :class:`DataPlane` holds the replay buffers, the sample files and the pacing of collectors;
-    :class:`RunStateFile` keeps the counters a resumed run continues from; :class:`CoordinatorControl` is
-    what a run service may change (tunes, pause, terminate).
+    workers through the :class:`CommCoordinator` (which calls back the ``deal_with_*`` methods, in
+    :class:`TaskCallbacks`, as tasks progress); :class:`DataPlane` holds the replay buffers, the sample files
+    and the pacing of collectors; :class:`RunStateFile` keeps the counters a resumed run continues from;
+    :class:`CoordinatorControl` is what a run service may change (tunes, pause, terminate).
 
     ``system_shutdown_flag`` turns True when the commander ends the run (e.g. the stop value was reached)
     or a limit (``max_env_step`` / ``max_train_iter``) is hit; the owner then calls ``close()``.
@@ -319,34 +304,6 @@ class Coordinator:
         elif self.max_env_step is not None and self.env_step >= self.max_env_step:
             self._shutdown('max_env_step reached')
 
-    # ---- collector callbacks ---------------------------------------------------------------------
-    def deal_with_collector_send_data(self, task_id: str, buffer_id: str, data: list[dict]) -> None:
-        """Push the sample metadata of one collector answer into its learner task's buffer."""
-        self._data.push(task_id, buffer_id, data)
-
-    def deal_with_collector_judge_finish(self, task_id: str, info: dict) -> bool:
-        with self._commander_lock:
-            return self._commander.judge_collector_finish(task_id, info)
-
-    def deal_with_collector_finish_task(self, task_id: str, finished_task: dict) -> None:
-        """A collector task ended normally; its finish info may end the whole run."""
-        self._scheduler.task_finished(task_id)
-        with self._commander_lock:
-            shutdown = self._commander.finish_collector_task(task_id, finished_task)
-        kind = 'evaluator' if finished_task.get('eval_flag') else 'collector'
-        self.info(
-            f'{kind} task {task_id} finished: episodes {finished_task.get("episode_count")}, steps '
-            f'{finished_task.get("step_count")}, reward_mean {finished_task.get("reward_mean")}'
-        )
-        if shutdown and self._groups.draining():
-            # data-parallel learners on consumed-once data: the run ends once they trained what is left
-            self.info('the collection is over; the learners train the samples left in their queues')
-        elif shutdown:
-            self._end_for_commander()
-        else:
-            self._check_limits()
-        self._scheduler.notify_change()
-
     def _end_for_commander(self) -> None:
         self._shutdown(
             getattr(self._commander, 'end_reason', '') or 'the commander ended the run',
@@ -357,61 +314,6 @@ class Coordinator:
         """No more collector tasks will come (every sample of the run has been pushed)."""
         with self._commander_lock:
             return bool(self._commander.end_flag)
-
-    def deal_with_collector_fail_task(
-        self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
-    ) -> None:
-        """The collector running ``task`` died or failed it: give the task to another collector, or give up;
-        ``config_error``: it refused the task for its config, ``storage_error``: the disk refused one of its
-        files; either ends the run."""
-        self._scheduler.task_failed(task, reason, 'collector', config_error=config_error, storage_error=storage_error)
-
-    # ---- learner callbacks -----------------------------------------------------------------------
-    def deal_with_learner_get_data(
-        self, task_id: str, buffer_id: str, batch_size: int, cur_learner_iter: int
-    ) -> list[dict] | None:
-        """``batch_size`` metadata for the learner (stale ones filtered by the buffer), or None if too few yet."""
-        return self._data.sample(buffer_id, batch_size, cur_learner_iter)
-
-    def deal_with_learner_send_info(self, task_id: str, buffer_id: str, info: dict) -> None:
-        """One training iteration's learn info: priorities to the buffer, progress to the commander."""
-        priority_info = info.get('priority_info')
-        if priority_info:
-            self._data.update_priority(buffer_id, priority_info)
-        with self._commander_lock:
-            self._commander.update_learner_info(task_id, info)
-        count = self._progress.record(info)
-        if self._data.max_samples_per_iter is not None:
-            self._data.notify()  # paced collectors may go on
-        if count % self._log_every_iter == 0:
-            self.info(
-                f'learner task {task_id}: {self._progress.describe()}, buffer {self._data.buffer_size(buffer_id)}'
-            )
-        self._check_limits()
-
-    def deal_with_learner_judge_finish(self, task_id: str, info: dict) -> bool:
-        with self._commander_lock:
-            return self._commander.judge_learner_finish(task_id, info)
-
-    def deal_with_learner_finish_task(self, task_id: str, finished_task: dict) -> None:
-        """A learner task ended normally (e.g. ``max_iterations``): its buffer is closed."""
-        self._scheduler.task_finished(task_id)
-        with self._commander_lock:
-            buffer_id = self._commander.finish_learner_task(task_id, finished_task)
-        self.info(f'learner task {task_id} finished')
-        for one in self._groups.buffers_of(buffer_id) if buffer_id is not None else []:
-            self._data.close_buffer(one)
-        self._scheduler.notify_change()
-        if self._collection_over() and not self._groups.draining():
-            self._end_for_commander()  # e.g. data-parallel learners trained every sample of a finite run
-
-    def deal_with_learner_fail_task(
-        self, task: dict, reason: str, config_error: bool = False, storage_error: bool = False
-    ) -> None:
-        """The learner running ``task`` died or failed it: give it to another learner (resuming), or give up;
-        ``config_error``: it refused the task for its config, ``storage_error``: the disk refused a checkpoint
-        or policy file; either ends the run."""
-        self._scheduler.task_failed(task, reason, 'learner', config_error=config_error, storage_error=storage_error)
 
     # ---- run service -----------------------------------------------------------------------------
     def attach_service(self, runtime: Any) -> None:
@@ -427,15 +329,6 @@ class Coordinator:
     def learner_task_extra(self, task_id: str) -> dict[str, Any] | None:
         """Fields for the next learn task's task_info: tunes for the learner (sent once)."""
         return self._control.learner_task_extra()
-
-    # ---- elastic collectors ----------------------------------------------------------------------
-    def deal_with_increase_collector(self) -> None:
-        with self._commander_lock:
-            self._commander.increase_collector_task_space()
-
-    def deal_with_decrease_collector(self) -> None:
-        with self._commander_lock:
-            self._commander.decrease_collector_task_space()
 
     # ---- logging ---------------------------------------------------------------------------------
     def info(self, s: str) -> None:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ding.config.parallel import can_bind, find_free_port
+from ding.config.parallel_system import can_bind, find_free_port
 from ding.utils.jsonable import to_jsonable
 
 from .learn_task_payload import learn_task_payload
