@@ -1,11 +1,11 @@
 """
 Slave: an HTTP server that accepts one master at a time, runs its tasks asynchronously and reports
 results back, sending heartbeats to the master while connected. Subclass it and implement ``_process_task``.
-Beside it: ``hooks`` (what a subclass overrides), ``connect_gate`` (the run secret's check on ``/connect``).
+Beside it: ``hooks`` (what a subclass overrides), ``connect_gate`` (the run secret's check on ``/connect``),
+``task_outcome`` (what is reported of a task).
 """
 
 import hmac
-import json
 import logging
 import ssl
 import threading
@@ -46,10 +46,11 @@ from ..config import (
     LOCAL_HOST,
 )
 from ..exception import SlaveErrorCode, get_master_exception_by_error
-from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
+from .action import ConnectionRefuse, DisconnectionRefuse
 from .connect_gate import REFUSAL_LOG_SPAN as REFUSAL_LOG_SPAN  # its old home
 from .connect_gate import ConnectGate
 from .hooks import SlaveHooks
+from .task_outcome import task_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -313,28 +314,7 @@ class Slave(SlaveHooks, PeerService):
 
     # --- task execution ---------------------------------------------------------------------------------
     def _run_task(self, task_id: str, data: dict[str, Any], link: _MasterLink) -> None:
-        kind, result = 'complete', {}
-        try:
-            answer = self._process_task(data)
-            if answer is None:
-                answer = {}
-            if not isinstance(answer, Mapping):
-                raise TypeError(f'_process_task must return a dict, got {type(answer).__name__}')
-            result = dict(answer)
-        except TaskFail as fail:
-            kind, result = 'fail', fail.result
-            result.setdefault('message', fail.message)
-        except TaskRefuse as refuse:
-            kind, result = 'fail', refuse.data
-            result.setdefault('message', refuse.message)
-            result['refused'] = True
-        except Exception as err:
-            logger.exception('task %s raised in %s._process_task', task_id, type(self).__name__)
-            kind, result = 'fail', {'message': f'{type(err).__name__}: {err}'}
-        try:
-            json.dumps(result)
-        except (TypeError, ValueError) as err:
-            kind, result = 'fail', {'message': f'task result is not JSON-serializable: {err}'}
+        kind, result = task_outcome(self._process_task, data, task_id, type(self).__name__)
 
         # Free the slot before reporting: the master may send the next task from its completion callback.
         with self._task_lock:
