@@ -1,14 +1,14 @@
 """
 Slave: an HTTP server that accepts one master at a time, runs its tasks asynchronously and reports
 results back, sending heartbeats to the master while connected. Subclass it and implement ``_process_task``.
+Beside it: ``hooks`` (what a subclass overrides), ``connect_gate`` (the run secret's check on ``/connect``),
+``task_outcome`` (what is reported of a task).
 """
 
 import hmac
-import json
 import logging
 import ssl
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +17,6 @@ from flask import request
 
 from ding.utils.tls import TlsSettings
 
-from ..base.auth import AUTH_HEADER, AuthError, ConnectVerifier
 from ..base.client import HttpClient
 from ..base.common import (
     check_channel,
@@ -47,11 +46,13 @@ from ..config import (
     LOCAL_HOST,
 )
 from ..exception import SlaveErrorCode, get_master_exception_by_error
-from .action import ConnectionRefuse, DisconnectionRefuse, TaskFail, TaskRefuse
+from .action import ConnectionRefuse, DisconnectionRefuse
+from .connect_gate import REFUSAL_LOG_SPAN as REFUSAL_LOG_SPAN  # its old home
+from .connect_gate import ConnectGate
+from .hooks import SlaveHooks
+from .task_outcome import task_outcome
 
 logger = logging.getLogger(__name__)
-# Seconds between two log lines about refused (unauthenticated) connects.
-REFUSAL_LOG_SPAN = 10.0
 
 
 class _MasterLink:
@@ -64,7 +65,7 @@ class _MasterLink:
         self.client = client
 
 
-class Slave(PeerService):
+class Slave(SlaveHooks, PeerService):
     """
     Interaction slave (e.g. a learner or collector process).
 
@@ -73,7 +74,7 @@ class Slave(PeerService):
     One task runs at a time, in its own thread; ``/task/new`` answers as soon as the task is accepted and
     the result goes to the master's ``/slave/task/complete`` or ``/slave/task/fail``.
 
-    Hooks for subclasses: ``_before_connection``, ``_after_connection``, ``_before_disconnection``,
+    Hooks for subclasses (``SlaveHooks``): ``_before_connection``, ``_after_connection``, ``_before_disconnection``,
     ``_after_disconnection``, ``_before_task``, ``_process_task`` (required), ``_lost_connection``.
     """
 
@@ -124,9 +125,7 @@ class Slave(PeerService):
             'request_timeout', DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
         )
         self._channel = check_channel(DEFAULT_CHANNEL if channel is None else channel)
-        self._verifier = ConnectVerifier(secret) if secret is not None else None
-        self._refusals = 0
-        self._refusal_logged_at = -REFUSAL_LOG_SPAN
+        self._gate = ConnectGate(secret)
 
         self._link: _MasterLink | None = None
         self._link_lock = threading.Lock()
@@ -143,7 +142,7 @@ class Slave(PeerService):
     @property
     def requires_secret(self) -> bool:
         """Whether ``/connect`` needs a proof of the run secret."""
-        return self._verifier is not None
+        return self._gate.requires_secret
 
     @property
     def is_connected(self) -> bool:
@@ -208,33 +207,6 @@ class Slave(PeerService):
             logger.exception('%s.%s raised', type(self).__name__, getattr(hook, '__name__', hook))
 
     # --- endpoints --------------------------------------------------------------------------------------
-    def _check_connect_proof(self) -> str | None:
-        """The nonce of the master's connect proof (None without a secret); refuses before the body is read."""
-        if self._verifier is None:
-            return None
-        try:
-            return self._verifier.verify(request.headers.get(AUTH_HEADER), self.port)
-        except AuthError as err:
-            self._log_refusal(err)
-            code = SlaveErrorCode.MASTER_SECRET_NOT_GIVEN if err.missing else SlaveErrorCode.MASTER_SECRET_NOT_MATCH
-            raise ResponsibleException(code, str(err)) from None
-
-    def _log_refusal(self, err: AuthError) -> None:
-        """A WARNING per refused connect, at most one every ``REFUSAL_LOG_SPAN`` s (a flood cannot fill the log)."""
-        now = time.monotonic()
-        with self._link_lock:
-            self._refusals += 1
-            if now - self._refusal_logged_at < REFUSAL_LOG_SPAN:
-                return
-            count, self._refusals, self._refusal_logged_at = self._refusals, 0, now
-        logger.warning(
-            'slave %s refused %d unauthenticated /connect request(s); the last from %s: %s',
-            self,
-            count,
-            request.remote_addr,
-            err,
-        )
-
     def _refuse_if_connected(self) -> None:
         link = self._link
         if link is not None:
@@ -245,7 +217,7 @@ class Slave(PeerService):
     def _api_connect(self) -> dict[str, Any]:
         # Every check that needs no body comes first: an unauthenticated or unwanted request is never parsed.
         self._check_not_shutting_down()
-        nonce = self._check_connect_proof()
+        nonce = self._gate.check(self.port, self)
         self._check_channel_header(self._channel)
         master_token = self._master_token_header()
         self._refuse_if_connected()
@@ -284,8 +256,8 @@ class Slave(PeerService):
         logger.info('slave %s connected to master %s', self, address)
         self._call_hook(self._after_connection, 200, True, int(SlaveErrorCode.SUCCESS), 'Connected.', reply)
         answer: dict[str, Any] = {'token': slave_token, 'data': reply}
-        if self._verifier is not None and nonce is not None:
-            answer['proof'] = self._verifier.accept_proof(nonce, slave_token)
+        if nonce is not None:
+            answer['proof'] = self._gate.accept_proof(nonce, slave_token)
         return success_response(answer, 'Connected.')
 
     def _callback_tls(self, https: bool) -> ssl.SSLContext | None:
@@ -342,28 +314,7 @@ class Slave(PeerService):
 
     # --- task execution ---------------------------------------------------------------------------------
     def _run_task(self, task_id: str, data: dict[str, Any], link: _MasterLink) -> None:
-        kind, result = 'complete', {}
-        try:
-            answer = self._process_task(data)
-            if answer is None:
-                answer = {}
-            if not isinstance(answer, Mapping):
-                raise TypeError(f'_process_task must return a dict, got {type(answer).__name__}')
-            result = dict(answer)
-        except TaskFail as fail:
-            kind, result = 'fail', fail.result
-            result.setdefault('message', fail.message)
-        except TaskRefuse as refuse:
-            kind, result = 'fail', refuse.data
-            result.setdefault('message', refuse.message)
-            result['refused'] = True
-        except Exception as err:
-            logger.exception('task %s raised in %s._process_task', task_id, type(self).__name__)
-            kind, result = 'fail', {'message': f'{type(err).__name__}: {err}'}
-        try:
-            json.dumps(result)
-        except (TypeError, ValueError) as err:
-            kind, result = 'fail', {'message': f'task result is not JSON-serializable: {err}'}
+        kind, result = task_outcome(self._process_task, data, task_id, type(self).__name__)
 
         # Free the slot before reporting: the master may send the next task from its completion callback.
         with self._task_lock:
@@ -408,38 +359,3 @@ class Slave(PeerService):
         reply = dict(reply)
         check_json_serializable(reply, f'{type(self).__name__}.{hook} result', SlaveErrorCode.UNKNOWN_ERROR)
         return reply
-
-    # --- hooks ------------------------------------------------------------------------------------------
-    def _before_connection(self, data: dict[str, Any]) -> dict[str, Any] | None:
-        """
-        Called with the master's connection data before accepting it; the returned dict (JSON-serializable)
-        is what ``conn.connect()`` returns on the master. Raise ``ConnectionRefuse`` to refuse.
-        """
-        return None
-
-    def _after_connection(self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]) -> None:
-        """Called after a connection request was accepted (``success``) or refused."""
-
-    def _before_disconnection(self, data: dict[str, Any]) -> dict[str, Any] | None:
-        """Called before the master disconnects; raise ``DisconnectionRefuse`` to stay connected."""
-        return None
-
-    def _after_disconnection(
-        self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]
-    ) -> None:
-        """Called after a disconnection request was accepted (``success``) or refused."""
-
-    def _before_task(self, data: dict[str, Any]) -> None:
-        """Called synchronously when a task arrives; raise ``TaskRefuse`` to refuse it (the answer is 403)."""
-
-    def _process_task(self, task: dict[str, Any]) -> dict[str, Any] | None:
-        """
-        Run one task (in a worker thread) and return its result: a JSON-serializable dict. Raise ``TaskFail``
-        to report failure; any other exception is reported as failure too, with its message.
-        A task that blocks (waiting for data) should give up once ``self.is_running`` turns False:
-        ``join()``/``close()`` wait for the running task.
-        """
-        raise NotImplementedError(f'{type(self).__name__} must implement _process_task')
-
-    def _lost_connection(self, master_address: str, err: Exception) -> None:
-        """Called when heartbeats to the master fail (it dropped this slave or cannot be reached)."""

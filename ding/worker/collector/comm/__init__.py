@@ -1,7 +1,8 @@
 """Parallel-mode comm collectors: the collector process's side of the coordinator protocol (imports flask)."""
 
 from .base_comm_collector import BaseCommCollector, create_comm_collector
-from .flask_fs_collector import CollectorSlave, FlaskFileSystemCollector
+from .collector_slave import CollectorSlave
+from .flask_fs_collector import FlaskFileSystemCollector
 from .utils import PolicyFileWatcher
 
 __all__ = [

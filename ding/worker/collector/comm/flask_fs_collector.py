@@ -27,8 +27,8 @@ from typing import Any
 from easydict import EasyDict
 
 from ding.config.errors import CONFIG_REFUSAL, ConfigError
-from ding.interaction import CallbackSlave, TaskFail
-from ding.utils.atomic_file import STORAGE_REFUSAL, StorageError
+from ding.interaction import TaskFail
+from ding.utils.atomic_file import StorageError
 from ding.utils.file_transport import save_samples, unique_stem
 from ding.utils.registry import COMM_COLLECTOR_REGISTRY
 from ding.worker.collector.base_parallel_collector import CollectorStopped
@@ -37,80 +37,12 @@ from ding.worker.replay_service import REPLAY_DATA_ID, replay_client_of
 from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_collector import BaseCommCollector
-from .utils import PolicyFileWatcher, check_collector_task, file_prefix, remove_sample_files, resource_info
+from .collector_run import CollectorRun
+from .collector_slave import CollectorSlave
+from .utils import PolicyFileWatcher, check_collector_task, file_prefix, resource_info
 
 # How often blocked queue operations wake up to see whether the task was closed (seconds).
 _POLL_S = 0.05
-
-
-class CollectorSlave(CallbackSlave):
-    """The collector process's interaction slave: routes the coordinator's tasks to the comm collector.
-
-    ``callback_fn`` maps ``deal_with_resource``, ``deal_with_collector_start``, ``deal_with_collector_data``
-    and ``deal_with_collector_close`` to callables; ``deal_with_lost_master`` (optional) is called with a
-    reason when the coordinator disconnects or stops answering heartbeats.
-    """
-
-    TASKS = {
-        'resource': 'deal_with_resource',
-        'collector_start_task': 'deal_with_collector_start',
-        'collector_data_task': 'deal_with_collector_data',
-        'collector_close_task': 'deal_with_collector_close',
-    }
-    ROLE = 'collector'
-
-    def _process_task(self, task: dict[str, Any]) -> dict[str, Any]:
-        name, fn = self._route(task)
-        if name == 'resource':
-            return fn()
-        task_info = task.get('task_info')
-        if not isinstance(task_info, dict):
-            raise TaskFail({'name': name}, f"{name}: 'task_info' must be a dict, got {task_info!r}")
-        return fn(task_info)
-
-    def _after_disconnection(
-        self, status_code: int, success: bool, code: int, message: str, data: dict[str, Any]
-    ) -> None:
-        if success:
-            self._lost_master('the coordinator disconnected')
-
-    def _lost_connection(self, master_address: str, err: Exception) -> None:
-        self._lost_master(f'lost the coordinator at {master_address}: {err}')
-
-
-class _Run:
-    """One collector task: its parallel collector, the queue of metadata chunks, where its files go."""
-
-    def __init__(self, task_id: str, collector: Any, path_data: str, prefix: str, queue_size: int) -> None:
-        self.task_id = task_id
-        self.collector = collector
-        self.path_data = path_data
-        self.prefix = prefix
-        self.queue: queue.Queue[list[dict[str, Any]]] = queue.Queue(maxsize=queue_size)
-        self.ending = threading.Event()  # set: closed (or the coordinator is gone); nothing more is sent
-        self.reason = ''
-        self.sent_samples = 0  # metadata handed to the coordinator
-        self.dropped_samples = 0  # written but never handed over (task closed first); their files are removed
-        self.storage_error: str | None = None  # a sample file the disk refused: the task ends with it (not retried)
-        self.replay: Any = None  # a RemoteReplayBuffer when the policy config names a replay_address
-
-    def close_replay(self) -> None:
-        """Stop inserting (an insert waiting out an outage gives up) and close the replay client."""
-        if self.replay is not None:
-            self.replay.close()
-
-    def discard_queued(self) -> None:
-        """Remove the files of chunks the coordinator never received."""
-        while True:
-            try:
-                chunk = self.queue.get_nowait()
-            except queue.Empty:
-                return
-            self.drop(chunk)
-
-    def drop(self, chunk: list[dict[str, Any]]) -> None:
-        self.dropped_samples += len(chunk)
-        remove_sample_files(self.path_data, [m['data_id'] for m in chunk])
 
 
 @COMM_COLLECTOR_REGISTRY.register('flask_fs')
@@ -172,7 +104,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
             value = conf[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f'comm collector {conf.name}: {key} must be a positive number, got {value!r}')
-        self._run: _Run | None = None
+        self._run: CollectorRun | None = None
         self._lifecycle_lock = threading.RLock()  # start / close of tasks and of the comm collector
         self._watcher = PolicyFileWatcher()
         self._task_count = 0
@@ -229,7 +161,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         return run.collector if run is not None else None
 
     # ---- transport (called by the parallel collector, on its thread) ----------------------------------
-    def _live_run(self) -> _Run:
+    def _live_run(self) -> CollectorRun:
         run = self._run
         if run is None or run.ending.is_set():
             raise CollectorStopped()
@@ -323,7 +255,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
                     f'collector_start_task {task_id}: cannot create the collector: {type(exc).__name__}: {exc}',
                 ) from exc
             instance = info.get('instance_name') or cfg.name
-            run = _Run(task_id, collector, info['path_data'], file_prefix(instance, task_id), cfg.queue_size)
+            run = CollectorRun(task_id, collector, info['path_data'], file_prefix(instance, task_id), cfg.queue_size)
             run.replay = replay
             self._run = run
             self._task_count += 1
@@ -355,7 +287,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
         batch_size = int(info['policy'].get('learn', {}).get('batch_size', 1))
         return RemoteReplayBuffer(replay_cfg, batch_size, self._cfg.secret, on_insert_retry=log_retry)
 
-    def _active_run(self, what: str, task_info: dict[str, Any]) -> _Run:
+    def _active_run(self, what: str, task_info: dict[str, Any]) -> CollectorRun:
         run = self._run
         task_id = task_info.get('task_id')
         if run is None:
@@ -384,7 +316,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 chunk = run.queue.get_nowait() if finished else run.queue.get(timeout=_POLL_S)
             except queue.Empty:
                 if finished:
-                    return self._finish_answer(run)
+                    return run.finish_answer()
                 if run.ending.is_set():
                     raise TaskFail(
                         {'task_id': run.task_id},
@@ -393,27 +325,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
                 if time.monotonic() >= deadline or (slave is not None and not slave.is_running):
                     return {'task_id': run.task_id, 'data': []}
                 continue
-            data = chunk
-            while True:
-                try:
-                    data.extend(run.queue.get_nowait())
-                except queue.Empty:
-                    break
-            run.sent_samples += len(data)
-            return {'task_id': run.task_id, 'data': data}
-
-    def _finish_answer(self, run: _Run) -> dict[str, Any]:
-        collector = run.collector
-        if run.storage_error is not None:  # the coordinator ends the run naming the directory
-            raise TaskFail(
-                {'task_id': run.task_id, STORAGE_REFUSAL: True}, f'collector task {run.task_id}: {run.storage_error}'
-            )
-        if collector.error is not None:
-            raise TaskFail(
-                {'task_id': run.task_id, 'error': collector.error},
-                f'collector task {run.task_id} failed: {collector.error}',
-            )
-        return {'task_id': run.task_id, 'finish_info': collector.get_finish_info()}
+            return {'task_id': run.task_id, 'data': run.hand_over(chunk)}
 
     def deal_with_collector_close(self, task_info: dict[str, Any]) -> dict[str, Any]:
         """Stop the task (if still running) and release its envs; answers its finish info."""
@@ -446,7 +358,7 @@ class FlaskFileSystemCollector(BaseCommCollector):
             if self._logger is not None:
                 self._logger.warning(f'collector task {run.task_id} stopped: {reason}')
 
-    def _stop_run(self, run: _Run, reason: str) -> None:
+    def _stop_run(self, run: CollectorRun, reason: str) -> None:
         """Stop the task's thread (``stop_timeout``) and remove the files of chunks nobody received."""
         if not run.ending.is_set():
             run.reason = reason

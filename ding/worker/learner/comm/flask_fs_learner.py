@@ -3,7 +3,9 @@ weights through a shared directory (``ding.utils.file_transport``).
 
 This module is the task-routing shell; the jobs live beside it: ``learn_task_exchange`` (the demand / result /
 info queues and both sides of them), ``batch_loader`` (reading the sample files into batches),
-``policy_publisher`` (the policy file), ``learner_run`` (one learner task's state), ``learner_slave``.
+``policy_publisher`` (the policy file), ``learner_run`` (one learner task's state), ``learner_thread`` (the
+thread that trains it and cleans up after it), ``learner_start`` (the refusals of a start task, joining its
+group), ``learner_slave``.
 
 The coordinator drives it, one task at a time: ``learner_start_task`` builds the task's learner
 (``BaseCommLearner._create_learner``) and starts it on its own thread; ``learner_get_data_task`` /
@@ -17,7 +19,6 @@ import copy
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,21 +26,17 @@ from typing import Any
 import torch
 from easydict import EasyDict
 
-from ding.config.errors import CONFIG_REFUSAL, ConfigError
 from ding.interaction import TaskFail
-from ding.utils.atomic_file import StorageError
 from ding.utils.registry import COMM_LEARNER_REGISTRY
 from ding.worker.comm_worker import SlaveHost
-from ding.worker.learner.hook_base import iterations_done
-from ding.worker.replay_service import replay_client_of
-from ding.worker.task_fields import TaskFieldError
 
 from .base_comm_learner import BaseCommLearner
 from .batch_loader import BatchLoader
-from .dist_group import DistSettings
 from .learn_task_exchange import POLL_S, LearnTaskExchange
 from .learner_run import LearnerRun
 from .learner_slave import LearnerSlave
+from .learner_start import join_then_build, start_task_group, start_task_replay, start_task_settings
+from .learner_thread import run_learner
 from .policy_publisher import PolicyPublisher, cpu_snapshot, write_run_policy
 from .task_setup import TaskSettings, check_comm_config
 from .utils import LearnInfoGate, SendLearnInfoHook, SendPolicyHook
@@ -260,8 +257,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
         if not isinstance(task_info, dict) or not isinstance(task_info.get('task_id'), str):
             raise TaskFail(message="learner_start_task: task_info must be a dict with a string 'task_id'")
         task_id = task_info['task_id']
-        settings = self._task_settings(task_id, task_info)  # before anything stops, imports or writes
-        group = self._group_settings(task_id, task_info)
+        # before anything stops, imports or writes
+        settings = start_task_settings(self._cfg, task_id, task_info, self._logger)
+        group = start_task_group(task_id, task_info)
         with self._lifecycle_lock:
             if self._closed:
                 raise TaskFail(message=f'learner_start_task {task_id}: the comm learner is closing')
@@ -275,26 +273,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
                         f'{old.task_id} did not stop within {self._cfg.stop_timeout}s'
                     )
             self._live_exchange().drain()
-            try:
-                if group is not None:  # every rank joins before its policy is built (which broadcasts rank 0's)
-                    self._logger.info(f'learner task {task_id}: joining the process group as {group.describe()}')
-                    joined = time.monotonic()
-                    group.join()
-                    self._logger.info(f'learner task {task_id}: joined in {time.monotonic() - joined:.2f}s')
-                run = self._prepare_run(settings, task_info)
-            except TaskFail:
-                if group is not None:
-                    group.leave()
-                raise
-            except Exception as exc:
-                if group is not None:
-                    group.leave()
-                self._logger.exception(f'learner_start_task {task_id}: cannot create the learner')
-                raise TaskFail(
-                    # a config the task cannot run with fails on every learner: the coordinator ends the run
-                    {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else None,
-                    message=f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
-                ) from exc
+            run = join_then_build(
+                task_id, group, functools.partial(self._prepare_run, settings, task_info), self._logger
+            )
             run.group = group
             self._run = self._live_exchange().run = run
             run.thread = threading.Thread(
@@ -318,35 +299,9 @@ class FlaskFileSystemLearner(BaseCommLearner):
             'weights_address': address,
         }
 
-    def _task_settings(self, task_id: str, task_info: dict[str, Any]) -> TaskSettings:
-        """The start task's settings; a task refused for one of its fields fails naming it (a running task is
-        left alone, nothing of the new one was imported, built or written)."""
-        try:
-            return TaskSettings.of(self._cfg, task_info)
-        except TaskFieldError as exc:
-            self._logger.warning(f'learner_start_task {task_id}: {exc}')
-            raise TaskFail({'task_id': task_id, 'field': exc.field}, f'learner_start_task {task_id}: {exc}') from exc
-        except ValueError as exc:
-            # a setting the task cannot run with (a ConfigError) fails on every learner: the coordinator ends the run
-            refusal = {CONFIG_REFUSAL: True} if isinstance(exc, ConfigError) else {}
-            raise TaskFail(
-                {'task_id': task_id, **refusal},
-                f'learner_start_task {task_id}: cannot create the learner: {type(exc).__name__}: {exc}',
-            ) from exc
-
-    def _group_settings(self, task_id: str, task_info: dict[str, Any]) -> DistSettings | None:
-        """The task's data-parallel group (``dist``), None when it trains alone; a bad field is a config refusal."""
-        try:
-            return DistSettings.of(task_info)
-        except ConfigError as exc:
-            raise TaskFail({'task_id': task_id, CONFIG_REFUSAL: True}, f'learner_start_task {task_id}: {exc}') from exc
-
     def _prepare_run(self, settings: TaskSettings, task_info: dict[str, Any]) -> LearnerRun:
         self._send_policy_freq = settings.send_policy_freq
-        try:
-            replay_cfg = replay_client_of(task_info.get('policy'))
-        except ConfigError as exc:
-            raise TaskFail({CONFIG_REFUSAL: True}, f'learner_start_task {task_info["task_id"]}: {exc}') from exc
+        replay_cfg = start_task_replay(task_info)
         run = settings.new_run(task_info, self._create_learner(task_info), self._logger)
         if replay_cfg is not None:
             from ding.worker.replay_service.remote_buffer import RemoteReplayBuffer  # deferred: the replay extra
@@ -360,44 +315,13 @@ class FlaskFileSystemLearner(BaseCommLearner):
         self._logger.info(f'replay service: {before} -> {after}')
 
     def _learner_loop(self, run: LearnerRun) -> None:
-        learner = run.learner
-        try:
-            if not run.ending.is_set():
-                learner.start()
-            if not run.reason:
-                run.reason = 'finished' if not run.ending.is_set() else 'closed'
-        except BaseException as exc:  # noqa: B902 - reported to the coordinator through the next task
-            if run.ending.is_set():
-                run.reason = run.reason or 'closed'
-            else:
-                run.error = f'{type(exc).__name__}: {exc}'
-                if isinstance(exc, StorageError):  # a checkpoint the disk refused: the run ends, naming it
-                    run.storage_failed(str(exc))
-                self._logger.error(f'learner task {run.task_id} failed at iteration {learner.train_iter}: {run.error}')
-        finally:
-            self._live_exchange().flush_infos(run)  # infos grouped when the run stopped early: to a learn task waiting
-            run.ending.set()
-            if run.error is None and run.publish_skipped:
-                # weights skipped for the publisher's interval (SendPolicyHook): the run's last ones go out
-                try:
-                    self.send_policy({'model': learner.policy.state_dict()['model'], 'iter': iterations_done(learner)})
-                except Exception as exc:
-                    self._logger.error(f'learner task {run.task_id}: cannot publish the last weights: {exc!r}')
-            try:
-                learner.close()
-            except Exception as exc:
-                self._logger.error(f'learner task {run.task_id}: error while closing the learner: {exc!r}')
-            if run.replay is not None:
-                run.replay.close()
-            # The run's last weights are on disk before anyone is told it ended.
-            if run.group is not None:  # a peer still waiting in a collective for this rank fails now
-                run.group.leave()
-            if self._publisher is not None and not self._publisher.flush(timeout=float(self._cfg.stop_timeout)):
-                self._logger.error(
-                    f'learner task {run.task_id}: the last policy file was not written within {self._cfg.stop_timeout}s'
-                )
-            self._logger.info(run.end_report())
-            run.finished.set()  # last: whoever waits for it may start the next task at once
+        run_learner(
+            run, self._live_exchange, self.send_policy, self._flush_policy, self._logger, self._cfg.stop_timeout
+        )
+
+    def _flush_policy(self, timeout: float) -> bool:
+        """Whether the policy files submitted so far were written within ``timeout`` (True without a publisher)."""
+        return self._publisher is None or self._publisher.flush(timeout=timeout)
 
     def _stop_run(self, run: LearnerRun, reason: str) -> None:
         """Stop the learner after its current iteration and wait for its thread (``stop_timeout``)."""
