@@ -296,7 +296,7 @@ def _join_rank_group(main_cfg) -> Callable[[], None]:
 def checkpoint_summary(exp_name: str, started: float) -> str:
     """Which checkpoints of ``./{exp_name}`` exist and verify, per learner: the newest one this run wrote
     (at or after ``started``), else the newest earlier one; said plainly when there is none."""
-    from ding.worker.resume import newest_valid_checkpoint  # deferred: verifying imports torch (only when asked)
+    from ding.worker.resume_choice import newest_valid_checkpoint  # deferred: verifying imports torch (only when asked)
 
     root = os.path.join('.', exp_name)
     try:

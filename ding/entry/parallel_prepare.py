@@ -29,7 +29,7 @@ from easydict import EasyDict
 from ding.config.errors import ConfigError
 from ding.config.parallel import compile_config_parallel
 from ding.utils.jsonable import to_jsonable
-from ding.worker.resume import ResumeError, experiment_ckpt_dir, resolve_resume
+from ding.worker.resume_choice import ResumeError, experiment_ckpt_dir, resolve_resume
 
 from .lifeline import die_with_launcher, launcher_env
 

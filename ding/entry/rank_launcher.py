@@ -266,7 +266,7 @@ def _restart_point(
 ) -> str:
     """The checkpoint the next attempt resumes from ('never' when there is none), said with what is repeated."""
     from ding.utils.checkpoint import read_manifest  # deferred: imports torch; needed only on a restart
-    from ding.worker.resume import experiment_ckpt_dir, newest_valid_checkpoint  # deferred: as above
+    from ding.worker.resume_choice import experiment_ckpt_dir, newest_valid_checkpoint  # deferred: as above
 
     attempt = f'restart {restarts} of {max_restarts}'
     path = newest_valid_checkpoint(experiment_ckpt_dir(exp_name)) if exp_name else None

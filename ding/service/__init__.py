@@ -24,12 +24,12 @@ flask and prometheus-client, about half a second)::
 This package's top level imports nothing heavy. Its modules: ``runtime`` (``ServiceRuntime``: one run's
 parts), ``learner_hooks`` (the hooks that feed them), ``tunables`` (the settings a run offers to tune,
 registered through the runtime so each gets its gauge), ``hooks`` (the serial pipeline's wiring; re-exports
-the names above), ``run_control`` and ``tune_bounds`` (the pause / tune / terminate state machine and what
-may change), ``http`` (the server), ``weights`` (``WeightsStore``, the server side of ``/weights/*``),
-``weights_stream`` (``/weights/stream``), ``metrics``, ``tracing`` (OpenTelemetry spans, the optional ``otel``
-extra), ``json_log`` and ``run_file`` (``run.json``). The weights client lives below the workers in
-``ding.worker.collector.weights_client`` (re-exported by ``ding.service.weights``); ``ding ctl`` is
-``ding.entry.ctl``.
+the names above), ``run_control``, ``run_control_state`` and ``tune_bounds`` (the pause / tune / terminate
+state machine, the state it reports and what may change), ``http`` (the server), ``weights``
+(``WeightsStore``, the server side of ``/weights/*``), ``weights_stream`` (``/weights/stream``), ``metrics``,
+``tracing`` (OpenTelemetry spans, the optional ``otel`` extra), ``json_log`` and ``run_file`` (``run.json``).
+The weights client lives below the workers in ``ding.worker.collector.weights_client`` (re-exported by
+``ding.service.weights``); ``ding ctl`` is ``ding.entry.ctl``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from .http import ServiceServer
 from .json_log import JsonEventLog, events_path
 from .learner_hooks import MetricsHook, PublishWeightsHook, RunControlHook, model_weights, time_checkpoint_hooks
 from .metrics import ServiceMetrics
-from .run_control import TERMINATED, RunControl
+from .run_control import RunControl
+from .run_control_state import TERMINATED
 from .run_file import RUN_FILE, new_run_id, read_run_file, write_run_file
 from .tunables import register_learning_rate
 from .tune_bounds import TuneCheck

@@ -12,7 +12,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding.rl_utils import get_epsilon_greedy_fn
-from ding.worker.resume import experiment_ckpt_dir, newest_valid_checkpoint
+from ding.worker.resume_choice import experiment_ckpt_dir, newest_valid_checkpoint
 
 from .data_plane import DataPlane
 

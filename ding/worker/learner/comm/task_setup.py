@@ -12,7 +12,7 @@ from ding.config.errors import ConfigError
 from ding.utils.file_transport import CheckpointError, load_policy
 from ding.utils.pytorch_ddp_dist_helper import broadcast_state
 from ding.utils.safe_paths import resolved
-from ding.worker.resume import RESUME_AUTO, RESUME_NEVER, experiment_ckpt_dir
+from ding.worker.resume_choice import RESUME_AUTO, RESUME_NEVER, experiment_ckpt_dir
 from ding.worker.task_fields import (
     TaskFieldError,
     allowed_imports,
