@@ -7,8 +7,8 @@ Rows, each measured for ``--seconds`` after a warm-up:
   and the serial on-policy loop (collect 256 steps, train on them; no evaluation);
 - async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with the actors' torch or
   numpy inference (``numpy_inference``), double buffering on / off, staging queue 1 / 2 and (CartPole) unrolls of
-  20 and 40 steps beside the config's, one unroll of each actor per learner batch, evaluation off; env steps/s over
-  the run's training part and the mean policy lag.
+  20 and 40 steps beside the config's, and the same 32 envs in one actor thread; one unroll of each actor per learner
+  batch, evaluation off; env steps/s over the run's training part and the mean policy lag.
 
     python benchmarks/async_throughput.py [--seconds 20] [--envs cartpole pong] [--skip-async]
 
@@ -113,12 +113,14 @@ class Variant(NamedTuple):
     double_buffer: bool
     staging: int
     unroll_len: int | None = None  # None: the config's
+    actors: int = ACTORS  # the same envs in all: 1 actor steps ACTORS x the envs (per batched step costs)
 
     def describe(self, config_unroll: int) -> str:
-        return (
+        text = (
             f'numpy_inference {"on " if self.numpy_inference else "off"}, double buffer {"on " if self.double_buffer else "off"}, '
             f'staging {self.staging}, unroll {self.unroll_len or config_unroll}'
         )
+        return text if self.actors == ACTORS else f'{text}, {self.actors} actor(s)'
 
 
 VARIANTS = [
@@ -129,6 +131,8 @@ VARIANTS = [
     Variant(True, False, 2),
     Variant(True, False, 1, 20),
     Variant(True, False, 1, 40),
+    Variant(True, False, 1, None, 1),  # the same 32 envs in one actor thread: half the batched steps
+    Variant(True, False, 1, 40, 1),
 ]
 
 
@@ -150,7 +154,8 @@ def async_rate(name: str, variant: Variant, seconds: float) -> tuple[float, floa
     cfg.exp_name = f'bench_{name}'
     cfg.policy.eval.evaluator.eval_freq = 0
     cfg.policy.async_actor.update(
-        env_per_actor=ENVS[name][1],
+        actor_num=variant.actors,
+        env_per_actor=ENVS[name][1] * ACTORS // variant.actors,
         double_buffer=variant.double_buffer,
         staging_queue_size=variant.staging,
         numpy_inference=variant.numpy_inference,
@@ -159,7 +164,7 @@ def async_rate(name: str, variant: Variant, seconds: float) -> tuple[float, floa
         cfg.policy.async_actor.unroll_len = variant.unroll_len
     # One unroll of each actor per update: a policy version per round of the actors (with one unroll per
     # update the learner, the slower side here, counts a version per unroll and the lag doubles).
-    cfg.policy.learn.batch_size = ACTORS
+    cfg.policy.learn.batch_size = variant.actors
     parts = build_async_parts(cfg, create_cfg, 0, None, None, None)
     feed, result = parts.feed, {}
 
@@ -214,8 +219,8 @@ def main() -> None:
                 continue
             config_unroll = int(importlib.import_module(CONFIGS[name]).main_config.policy.async_actor.unroll_len)
             for variant in VARIANTS:
-                if variant.unroll_len is not None and name != 'cartpole':
-                    continue  # the unroll sweep is CartPole's
+                if (variant.unroll_len is not None or variant.actors != ACTORS) and name != 'cartpole':
+                    continue  # the unroll and actor sweeps are CartPole's
                 rate, lag = async_rate(name, variant, args.seconds)
                 rows.append((name, f'async IMPALA, {variant.describe(config_unroll)}', rate, f'{lag:.2f}'))
                 if name == 'cartpole':

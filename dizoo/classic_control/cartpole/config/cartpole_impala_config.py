@@ -40,8 +40,10 @@ cartpole_impala_config = dict(
         ),
         eval=dict(evaluator=dict(eval_freq=25)),
         async_actor=dict(
-            actor_num=2,
-            env_per_actor=8,
+            # one actor thread stepping all 16 envs: on 2 cores a second actor thread slows the learner (each of its
+            # torch calls waits for the GIL) far more than it adds (benchmarks/NOTES.md, #12 one actor thread)
+            actor_num=1,
+            env_per_actor=16,
             unroll_len=10,
             trajectory_queue_size=1,  # short: a trajectory waits little, so the policy lag stays low (~1.5)
             staging_queue_size=1,
