@@ -247,17 +247,22 @@ def sync_gradients(
         offset += g.numel()
 
 
+def _write_scaled(flat_grads: list[torch.Tensor], out: torch.Tensor, factor: float) -> None:
+    """``out``'s leading slices, one per gradient in order, set to ``gradient * factor`` (in ``out``'s dtype)."""
+    offset = 0
+    for g in flat_grads:
+        part = out[offset : offset + g.numel()]
+        if factor == 0:
+            part.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
+        else:
+            torch.mul(g, factor, out=part)
+        offset += g.numel()
+
+
 def _weighted_sum(grads: list[torch.Tensor], dtype: torch.dtype, weight: float) -> tuple[torch.Tensor, float]:
     """``sum_i(w_i * g_i)`` over the ranks, flat, in ``dtype``, and ``sum_i(w_i)``: one all-reduce carrying both."""
     flat = torch.empty(sum(g.numel() for g in grads) + 1, dtype=dtype, device=grads[0].device)
-    offset = 0
-    for g in grads:
-        part = flat[offset : offset + g.numel()]
-        if weight == 0:
-            part.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
-        else:
-            torch.mul(g.reshape(-1).to(dtype), weight, out=part)
-        offset += g.numel()
+    _write_scaled([g.reshape(-1).to(dtype) for g in grads], flat, weight)
     flat[-1] = weight
     dist.all_reduce(flat)
     return flat[:-1], float(flat[-1])
@@ -271,15 +276,8 @@ def _compressed_weighted_mean(grads: list[torch.Tensor], weight: float, wire_dty
     wire = torch.empty(sum(g.numel() for g in grads), dtype=wire_dtype, device=grads[0].device)
     if total == 0:  # every rank knows it: nothing to send
         return wire.zero_()
-    offset = 0
-    for g in grads:
-        share = wire[offset : offset + g.numel()]
-        if weight == 0:
-            share.zero_()  # not a multiplication: the gradients of an empty batch may be NaN, and 0 * NaN is NaN
-        else:
-            # this rank's share of the mean, rounded once: the sum stays in the gradients' range (float16: <= 65504)
-            torch.mul(g.reshape(-1), weight / total, out=share)
-        offset += g.numel()
+    # this rank's share of the mean, rounded once: the sum stays in the gradients' range (float16: <= 65504)
+    _write_scaled([g.reshape(-1) for g in grads], wire, weight / total)
     dist.all_reduce(wire)
     return wire
 

@@ -41,8 +41,8 @@ class EnvGroup:
     into columns ``cols`` of the actor's trajectory buffer.
 
     With a ``numpy_actor`` (the policy's logits as a ``NumpyChain``, see ``AsyncActorPolicy.numpy_actor``) the
-    logits are computed in numpy straight into the trajectory buffer and actions sampled with ``rng`` (Gumbel
-    max); otherwise ``policy.actor_step`` runs the torch model.
+    logits are computed in numpy straight into the trajectory buffer and actions sampled with ``rng`` (seeded
+    with ``seed``; Gumbel max); otherwise ``policy.actor_step`` runs the torch model.
     """
 
     def __init__(
@@ -51,12 +51,11 @@ class EnvGroup:
         policy: AsyncActorPolicy,
         seed: int,
         numpy_actor: NumpyChain | None = None,
-        rng: np.random.Generator | None = None,
     ) -> None:
         self.env = env
         self.policy = policy
         self.numpy_actor = numpy_actor
-        self.rng = rng if rng is not None else np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)  # the numpy actor's sampling
         self.num_envs = env.num_envs
         self.cols = slice(0, env.num_envs)
         self.obs = env.reset(seed)
