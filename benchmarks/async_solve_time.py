@@ -4,7 +4,10 @@ Each run is a fresh ``ding`` process in a temporary directory; the table gives t
 line (from the process start), its set-up part (imports, envs, threads: EnvPool's import alone is ~0.6 s),
 the training part (the difference), the whole process, and the env steps used.
 
-    python benchmarks/async_solve_time.py [--seeds 0 1 2] [--runs impala appo ppo] [--timeout 300]
+    python benchmarks/async_solve_time.py [--seeds 0 1 2] [--runs impala impala-1core appo ppo] [--timeout 300]
+
+``impala-1core`` is the IMPALA config with ``policy.async_actor.cpu_affinity`` set to one core (the learner, actor and
+EnvPool threads hand over to each other on that core).
 
 Target (issue 12): IMPALA async <= 0.7x the wall time of serial PPO in the same run.
 """
@@ -25,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, 'dizoo', 'classic_control', 'cartpole', 'config')
 RUNS = {
     'impala': ('async', 'cartpole_impala_config.py'),
+    'impala-1core': ('async', 'cartpole_impala_config.py'),
     'appo': ('async', 'cartpole_appo_config.py'),
     'ppo': ('serial_onpolicy', 'cartpole_ppo_config.py'),
 }
@@ -34,15 +38,32 @@ SUMMARY = re.compile(
 )
 
 
+ONE_CORE_CONFIG = """from dizoo.classic_control.cartpole.config.cartpole_impala_config import create_config, main_config
+
+main_config.policy.async_actor.cpu_affinity = [{core}]
+"""
+
+
+def config_path(run: str, workdir: str) -> str:
+    """The config file of ``run`` (the one-core variant is written into ``workdir``)."""
+    if run != 'impala-1core':
+        return os.path.join(CONFIGS, RUNS[run][1])
+    path = os.path.join(workdir, 'cartpole_impala_1core_config.py')
+    with open(path, 'w') as f:
+        f.write(ONE_CORE_CONFIG.format(core=max(os.sched_getaffinity(0))))
+    return path
+
+
 def solve(run: str, seed: int, timeout: float) -> tuple[bool, float, float, float, int]:
     """(solved, pipeline wall s, its set-up s, process wall s, env steps) of one run."""
-    mode, config = RUNS[run]
+    mode = RUNS[run][0]
     workdir = tempfile.mkdtemp(prefix=f'ding_solve_{run}_')
+    config = config_path(run, workdir)
     env = dict(os.environ, DING_PROGRESS='0', PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, '-m', 'ding.entry.cli', '-m', mode, '-c', os.path.join(CONFIGS, config), '-s', str(seed)],
+            [sys.executable, '-m', 'ding.entry.cli', '-m', mode, '-c', config, '-s', str(seed)],
             cwd=workdir,
             env=env,
             capture_output=True,
@@ -71,10 +92,10 @@ def main() -> None:
     for seed in args.seeds:  # interleaved, so that load changes hit every run alike
         for run in args.runs:
             rows.append((run, seed, *solve(run, seed, args.timeout)))
-    print(f'{"run":<8} {"seed":>4} {"solved":>7} {"pipeline wall s":>16} {"set-up s":>9} {"training s":>11} '
+    print(f'{"run":<13} {"seed":>4} {"solved":>7} {"pipeline wall s":>16} {"set-up s":>9} {"training s":>11} '
           f'{"process wall s":>15} {"env steps":>10}')  # fmt: skip
     for run, seed, solved, wall, setup, process_wall, steps in rows:
-        print(f'{run:<8} {seed:>4} {str(solved):>7} {wall:>16.1f} {setup:>9.1f} {wall - setup:>11.1f} '
+        print(f'{run:<13} {seed:>4} {str(solved):>7} {wall:>16.1f} {setup:>9.1f} {wall - setup:>11.1f} '
               f'{process_wall:>15.1f} {steps:>10}')  # fmt: skip
     training: dict[str, float] = {}
     for run in args.runs:

@@ -3,21 +3,25 @@
 Rows, each measured for ``--seconds`` after a warm-up:
 
 - raw: the actors' vector envs (EnvPool) stepped with random actions by 2 threads, no model, no learner: the limit;
+  once where the OS places the threads, once with every thread on one core (as ``cpu_affinity`` places a run);
 - serial PPO collector (CartPole): today's ``cartpole_ppo_config`` ``SampleSerialCollector`` (8 envs) collecting only,
   and the serial on-policy loop (collect 256 steps, train on them; no evaluation);
 - async IMPALA: ``async_pipeline`` on ``cartpole_impala_config`` / ``pong_impala_config`` with the actors' torch or
   numpy inference (``numpy_inference``), double buffering on / off, staging queue 1 / 2 and (CartPole) unrolls of
-  20 and 40 steps beside the config's, and the same 32 envs in one actor thread; one unroll of each actor per learner
-  batch, evaluation off; env steps/s over the run's training part and the mean policy lag.
+  20 and 40 steps beside the config's, the same 32 envs in one actor thread, and (CartPole) the learner, actor and
+  EnvPool threads on one core (``policy.async_actor.cpu_affinity``); one unroll of each actor per learner batch,
+  evaluation off; env steps/s over the run's training part and the mean policy lag.
 
     python benchmarks/async_throughput.py [--seconds 20] [--envs cartpole pong] [--skip-async]
 
 Targets (issue 12): CartPole async >= 3x the serial on-policy collection, >= 0.5x raw; mean lag <= 2 with staging 1.
+Each async row is compared with the raw row of the same placement.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import os
 import shutil
@@ -34,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 ACTORS = 2
+ONE_CORE = [max(os.sched_getaffinity(0))] if hasattr(os, 'sched_getaffinity') else None
 ENVS = {'cartpole': ('CartPole-v1', 16), 'pong': ('ALE/Pong-v5', 8)}
 
 
@@ -44,11 +49,23 @@ def env_section(name: str) -> dict[str, Any]:
     return dict(importlib.import_module(CONFIGS[name]).main_config.env)
 
 
-def raw_rate(name: str, envs_per_actor: int, seconds: float) -> float:
-    """Env steps/s of ``ACTORS`` threads, each stepping its own ``envs_per_actor`` EnvPool envs with random actions."""
+def raw_rate(name: str, envs_per_actor: int, seconds: float, one_core: bool = False) -> float:
+    """Env steps/s of ``ACTORS`` threads, each stepping its own ``envs_per_actor`` EnvPool envs with random actions
+    (``one_core``: the threads and EnvPool's on the core ``ONE_CORE``)."""
     from ding.envs.vector import make_vector_env
+    from ding.utils.cpu_affinity import pin_calling_thread
 
-    env_cfg = env_section(name)
+    restore = pin_calling_thread(ONE_CORE) if one_core and ONE_CORE else None
+    try:
+        return _raw_rate(make_vector_env, env_section(name), envs_per_actor, seconds)
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _raw_rate(
+    make_vector_env: Callable[..., Any], env_cfg: dict[str, Any], envs_per_actor: int, seconds: float
+) -> float:
     vector_envs = [make_vector_env(env_cfg, envs_per_actor, seed=i * 100) for i in range(ACTORS)]
     counts = [0] * ACTORS
     stop = threading.Event()
@@ -114,13 +131,16 @@ class Variant(NamedTuple):
     staging: int
     unroll_len: int | None = None  # None: the config's
     actors: int = ACTORS  # the same envs in all: 1 actor steps ACTORS x the envs (per batched step costs)
+    one_core: bool = False  # cpu_affinity: the learner, actor and EnvPool threads on the core ONE_CORE
 
     def describe(self, config_unroll: int) -> str:
         text = (
             f'numpy_inference {"on " if self.numpy_inference else "off"}, double buffer {"on " if self.double_buffer else "off"}, '
             f'staging {self.staging}, unroll {self.unroll_len or config_unroll}'
         )
-        return text if self.actors == ACTORS else f'{text}, {self.actors} actor(s)'
+        if self.actors != ACTORS:
+            text += f', {self.actors} actor(s)'
+        return text + (', one core' if self.one_core else '')
 
 
 VARIANTS = [
@@ -133,6 +153,10 @@ VARIANTS = [
     Variant(True, False, 1, 40),
     Variant(True, False, 1, None, 1),  # the same 32 envs in one actor thread: half the batched steps
     Variant(True, False, 1, 40, 1),
+    Variant(True, False, 1, None, ACTORS, True),  # every thread on one core: hand-offs without cross-core wake-ups
+    Variant(True, False, 1, 20, ACTORS, True),
+    Variant(True, False, 1, 40, ACTORS, True),
+    Variant(True, False, 1, None, 1, True),
 ]
 
 
@@ -150,7 +174,8 @@ def async_rate(name: str, variant: Variant, seconds: float) -> tuple[float, floa
     from ding.entry.async_entry import build_async_parts, run_async_loop
 
     module = importlib.import_module(CONFIGS[name])
-    cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
+    # deep copies: EasyDict() shares the nested sections, and one variant's changes would reach the next ones
+    cfg, create_cfg = EasyDict(copy.deepcopy(module.main_config)), EasyDict(copy.deepcopy(module.create_config))
     cfg.exp_name = f'bench_{name}'
     cfg.policy.eval.evaluator.eval_freq = 0
     cfg.policy.async_actor.update(
@@ -159,6 +184,7 @@ def async_rate(name: str, variant: Variant, seconds: float) -> tuple[float, floa
         double_buffer=variant.double_buffer,
         staging_queue_size=variant.staging,
         numpy_inference=variant.numpy_inference,
+        cpu_affinity=ONE_CORE if variant.one_core else None,
     )
     if variant.unroll_len is not None:
         cfg.policy.async_actor.unroll_len = variant.unroll_len
@@ -211,6 +237,10 @@ def main() -> None:
             env_id, per_actor = ENVS[name]
             raw = raw_rate(name, per_actor, args.seconds)
             rows.append((name, f'raw EnvPool, {ACTORS} threads x {per_actor} envs, random actions', raw, '-'))
+            raw_one_core = None
+            if name == 'cartpole' and ONE_CORE is not None:
+                raw_one_core = raw_rate(name, per_actor, args.seconds, one_core=True)
+                rows.append((name, f'raw EnvPool, {ACTORS} threads x {per_actor} envs, one core', raw_one_core, '-'))
             if name == 'cartpole':
                 collect, loop = serial_ppo_rates(args.seconds)
                 rows.append((name, 'serial PPO collector (8 envs), collecting only', collect, '-'))
@@ -219,13 +249,18 @@ def main() -> None:
                 continue
             config_unroll = int(importlib.import_module(CONFIGS[name]).main_config.policy.async_actor.unroll_len)
             for variant in VARIANTS:
-                if (variant.unroll_len is not None or variant.actors != ACTORS) and name != 'cartpole':
-                    continue  # the unroll and actor sweeps are CartPole's
+                sweep = variant.unroll_len is not None or variant.actors != ACTORS or variant.one_core
+                if sweep and name != 'cartpole':
+                    continue  # the unroll, actor and placement sweeps are CartPole's
+                if variant.one_core and ONE_CORE is None:
+                    continue  # thread affinity is Linux-only
                 rate, lag = async_rate(name, variant, args.seconds)
                 rows.append((name, f'async IMPALA, {variant.describe(config_unroll)}', rate, f'{lag:.2f}'))
                 if name == 'cartpole':
+                    limit = raw_one_core if variant.one_core and raw_one_core else raw
                     ratios.append(
-                        f'{variant.describe(config_unroll)}: {rate / collect:.2f}x serial, {rate / raw:.2f}x raw'
+                        f'{variant.describe(config_unroll)}: {rate / collect:.2f}x serial, {rate / limit:.2f}x raw'
+                        f'{" (one core)" if variant.one_core else ""}'
                     )
     finally:
         os.chdir(home)

@@ -25,6 +25,7 @@ Rows of ``--part throughput``:
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import os
 import shutil
@@ -264,7 +265,7 @@ def seed_rate(config: str, seconds: float) -> tuple[float, dict[str, float]]:
     from ding.entry.seed_entry import build_seed_parts, run_seed_loop
 
     module = importlib.import_module(f'dizoo.classic_control.cartpole.config.{config}')
-    cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
+    cfg, create_cfg = EasyDict(copy.deepcopy(module.main_config)), EasyDict(copy.deepcopy(module.create_config))
     cfg.exp_name = f'bench_{config}'
     cfg.policy.eval.evaluator.eval_freq = 0
     cfg.policy.seed.update(actor_num=2, env_per_actor=ENVS)
@@ -279,7 +280,7 @@ def async_rate(seconds: float) -> float:
     from ding.entry.async_entry import build_async_parts, run_async_loop
 
     module = importlib.import_module('dizoo.classic_control.cartpole.config.cartpole_impala_config')
-    cfg, create_cfg = EasyDict(module.main_config), EasyDict(module.create_config)
+    cfg, create_cfg = EasyDict(copy.deepcopy(module.main_config)), EasyDict(copy.deepcopy(module.create_config))
     cfg.exp_name = 'bench_async_impala'
     cfg.policy.eval.evaluator.eval_freq = 0
     cfg.policy.async_actor.update(actor_num=2, env_per_actor=ENVS, double_buffer=False)

@@ -24,6 +24,7 @@ from ding.envs.vector import make_vector_env, read_settings
 from ding.policy import create_policy, get_policy_cls
 from ding.torch_utils import configure_torch_threads
 from ding.utils import config_hash, set_pkg_seed
+from ding.utils.cpu_affinity import cores_problem, pin_calling_thread
 from ding.utils.log_helper import build_summary_writer
 from ding.utils.registry import import_module
 from ding.utils.stop_request import StopRequest, signals_request_stop
@@ -91,6 +92,10 @@ def check_async_config(cfg: Any) -> AsyncActorSettings:
         raise ConfigError(f'{ASYNC_SECTION}: expected a dict (section), got {type(section).__name__}')
     allow = unknown_keys_allowed() or cfg.get('allow_unknown_keys') is True  # the escape hatch of compile_config
     validate_section(section, ASYNC_ACTOR_DEFAULTS, ASYNC_SECTION, BOUNDS, problems, allow_unknown_keys=allow)
+    if section.get('cpu_affinity') is not None:
+        problem = cores_problem(section['cpu_affinity'], f'{ASYNC_SECTION}.cpu_affinity')
+        if problem is not None:
+            problems.append(problem)
     raise_problems(problems)
     settings = AsyncActorSettings.from_config(section)
     if settings.double_buffer and settings.env_per_actor % 2:
@@ -159,6 +164,11 @@ def build_async_parts(
     policy_cls = policy_class_of(create_cfg)
     as_actor_policy(policy_cls, create_cfg.policy.type)
     ranks = RankGroup.current()
+    if ranks.several and settings.cpu_affinity is not None:
+        raise ConfigError(
+            f'{ASYNC_SECTION}.cpu_affinity confines one process; with {ranks.world_size} ranks on the same config '
+            'every rank would share those cores: leave it None'
+        )
     if ranks.several:
         cfg.world_size = ranks.world_size
     cfg = compile_config(
@@ -181,6 +191,8 @@ def build_async_parts(
     configure_torch_threads()  # one intra-op thread: actors and learner each compute on their own thread
 
     closables: list[Callable[[], None]] = []
+    if settings.cpu_affinity is not None:  # first: every thread the run starts (actors, EnvPool's) inherits them
+        closables.append(pin_calling_thread(settings.cpu_affinity))
     try:
         policy = create_policy(cfg.policy, model=model, enable_field=['learn'])
         actor_policy = as_actor_policy(policy, cfg.policy.type)

@@ -1,6 +1,7 @@
 """The async pipeline end to end: real EnvPool / gymnasium envs, real actor threads, the IMPALA policy."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import torch
 
 from ding.config import ConfigError
 from ding.entry import async_pipeline
+from ding.entry.async_entry import build_async_parts, run_async_loop
 from ding.model.template.impala_vac import IMPALAVAC
 from ding.utils.checkpoint import read_manifest
 from ding.worker.async_actor import ActorError
+from ding.worker.learner import LearnerHook
 from tests.helpers.async_configs import cartpole_impala
 from tests.helpers.processes import child_env
 from tests.helpers.wait import wait_until
@@ -47,10 +50,12 @@ def _in_tmp(tmp_path, monkeypatch):
         (dict(async_actor=dict(double_buffer='yes')), 'policy.async_actor.double_buffer: expected True or False'),
         (dict(async_actor=dict(env_per_actor=5)), 'env_per_actor = 5 must be even with double_buffer=True'),
         (dict(env=dict(env_id='')), 'env.env_id is missing'),
+        (dict(async_actor=dict(cpu_affinity=[4096])), 'policy.async_actor.cpu_affinity: cores [4096] are not among'),
+        (dict(async_actor=dict(cpu_affinity=0)), 'policy.async_actor.cpu_affinity: expected a non-empty list'),
     ],
 )
 def test_a_bad_async_config_fails_before_any_work_naming_the_key(sections, named, tmp_path):
-    with pytest.raises(ConfigError, match='.*'.join(part for part in [named.replace('(', r'\(')])) as info:
+    with pytest.raises(ConfigError, match=re.escape(named)) as info:
         async_pipeline(cartpole_impala('bad', **sections), seed=0, max_train_iter=1)
     assert named in str(info.value)
     assert not (tmp_path / 'bad').exists()
@@ -229,3 +234,29 @@ def test_impala_solves_cartpole_with_the_async_pipeline(tmp_path, capsys):
     assert 'SOLVED' in summary, summary
     assert (tmp_path / 'solve' / 'ckpt' / 'ckpt_best.safetensors').is_file()
     assert time.perf_counter() - started < 300
+
+
+class RecordThreadCores(LearnerHook):
+    """At iteration 3, records the cores of every thread of this process (``ext_args['seen']``: tid -> cores)."""
+
+    def __call__(self, engine):
+        if engine.last_iter.val == 3:
+            for tid in os.listdir('/proc/self/task'):
+                self.ext_args['seen'][int(tid)] = os.sched_getaffinity(int(tid))
+
+
+@pytest.mark.skipif(not hasattr(os, 'sched_setaffinity'), reason='thread affinity is Linux-only')
+def test_cpu_affinity_confines_the_learner_actor_and_envpool_threads_while_the_run_lasts(capsys):
+    core, before = max(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+    threads_before = {int(tid) for tid in os.listdir('/proc/self/task')}
+    cfg, create = cartpole_impala('pinned', async_actor=dict(SHORT, cpu_affinity=[core]), eval=NO_EVAL)
+    parts = build_async_parts(cfg, create, 0, None, None)
+    seen: dict[int, set[int]] = {}
+    parts.learner.register_hook(RecordThreadCores('cores', 50, position='after_iter', ext_args={'seen': seen}))
+    run_async_loop(parts, max_train_iter=5, max_env_step=None)
+    assert 'train iters 5' in _summary(capsys.readouterr().err)
+    started = {tid: cores for tid, cores in seen.items() if tid not in threads_before}
+    # 2 actor threads and at least one EnvPool worker per actor's pool, all on the one core
+    assert len(started) >= 4 and all(cores == {core} for cores in started.values()), started
+    assert seen[threading.get_native_id()] == {core}  # the learner (this thread) too, while the run lasted
+    assert os.sched_getaffinity(0) == before  # and its cores back afterwards

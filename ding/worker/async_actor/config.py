@@ -28,6 +28,9 @@ ASYNC_ACTOR_DEFAULTS: dict[str, Any] = dict(
     # actors compute a feed-forward model's logits in numpy (several times cheaper than torch on small batches);
     # recurrent and image models act in torch either way
     numpy_inference=True,
+    # CPU core ids the learner thread, the actor threads and their EnvPool worker threads are confined to (None:
+    # wherever the OS puts them); e.g. [0] keeps every hand-off between them on one core
+    cpu_affinity=None,
 )
 
 
@@ -42,12 +45,15 @@ class AsyncActorSettings:
     double_buffer: bool
     drop_when_full: bool
     numpy_inference: bool
+    cpu_affinity: tuple[int, ...] | None = None
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> AsyncActorSettings:
         """The settings of a (validated) ``policy.async_actor`` section; missing keys take the defaults."""
         values = dict(ASYNC_ACTOR_DEFAULTS)
         values.update({k: v for k, v in (section or {}).items() if k in ASYNC_ACTOR_DEFAULTS})
+        if values['cpu_affinity'] is not None:
+            values['cpu_affinity'] = tuple(values['cpu_affinity'])
         return cls(**values)
 
     @property
