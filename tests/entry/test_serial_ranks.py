@@ -246,3 +246,18 @@ def test_on_policy_and_async_runs_train_two_ranks_alike(tmp_path, mode, config, 
     assert f'[ding] {exp_name}: not solved (max_train_iter reached)' in err
     rank0, rank1 = digests(tmp_path / exp_name)
     assert rank0 == rank1
+
+
+def test_cpu_affinity_is_refused_on_several_ranks_before_any_work(tmp_path):
+    config = write_config(
+        tmp_path, 'cartpole_impala_config.py', **{'double_buffer=False,': 'double_buffer=False, cpu_affinity=[0],'}
+    )
+    proc = start_ding(['-m', 'async', '-c', config, '--nproc', '2', '--train-iter', '1'], tmp_path)
+    try:
+        proc.wait(timeout=120)
+    finally:
+        stop(proc)
+    err = (tmp_path / 'stderr.txt').read_text()
+    assert proc.returncode == 2, err[-3000:]
+    assert 'policy.async_actor.cpu_affinity confines one process; with 2 ranks' in err
+    assert not (tmp_path / 'cartpole_impala_seed0' / 'ckpt').exists()
