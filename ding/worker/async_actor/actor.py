@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils import WeightLoader
 from ding.torch_utils.numpy_chain import NumpyChain
 
 from .protocol import AsyncActorPolicy, VectorEnv
@@ -227,6 +228,7 @@ class ActorThread(threading.Thread):
         self.cycles = 0
         self.version: int | None = None
         self.model = policy.actor_model()
+        self._weights = WeightLoader(self.model)
         # The numpy chain this actor acts through (None: the torch model acts).
         self.numpy_actor: NumpyChain | None = None
         if numpy_inference and envs:
@@ -249,7 +251,7 @@ class ActorThread(threading.Thread):
                 seed += env.num_envs
             writer = UnrollWriter(groups, self.unroll_len, self._allocate_per_step)
             while not self._stop_event.is_set():
-                self._take_newest_weights(model)
+                self._take_newest_weights()
                 if self.version is None:  # stopped before the first weights came
                     break
                 unroll = writer.collect(model, self.version, self.actor_id)
@@ -283,13 +285,13 @@ class ActorThread(threading.Thread):
         if errors:
             raise errors[0]
 
-    def _take_newest_weights(self, model: torch.nn.Module) -> None:
+    def _take_newest_weights(self) -> None:
         while True:
             # Only an actor without weights waits; it checks for stop every half second meanwhile.
             newest = self.staging.newest(self.version, timeout=0.5 if self.version is None else None)
             if newest is not None:
                 version, weights = newest
-                model.load_state_dict(weights)
+                self._weights.load(weights)
                 self.version = version
                 return
             if self.version is not None or self._stop_event.is_set():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ding.torch_utils import WeightLoader
+
 from .actor import example_observations
 from .protocol import AsyncActorPolicy, VectorEnv
 
@@ -37,12 +39,13 @@ class VectorEvaluator:
         self.max_steps = max_steps
         self.best_return = float('-inf')
         self._model = policy.actor_model()
+        self._weights = WeightLoader(self._model)
         self._numpy_actor = policy.numpy_actor(self._model, example_observations(env))  # None: torch acts
 
     def eval(self, weights: dict[str, torch.Tensor]) -> tuple[bool, dict[str, float]]:
         """``(stop, info)``: whether the mean return reached ``stop_value``, and the returns' mean / std /
         min / max (``eval_episode_return_mean`` ...)."""
-        self._model.load_state_dict(weights)
+        self._weights.load(weights)
         returns = self._play()
         mean = float(np.mean(returns))
         self.best_return = max(self.best_return, mean)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding.torch_utils import WeightLoader
 from ding.torch_utils.numpy_chain import NumpyChain
 from ding.worker.async_actor.actor import copy_state
 from ding.worker.async_actor.protocol import AsyncActorPolicy
@@ -82,6 +83,7 @@ class BatchActing:
         self.staging = staging
         self.eps = None if eps is None else [float(e) for e in eps]
         self.model = policy.actor_model()
+        self._weights = WeightLoader(self.model)
         self.version: int | None = None
         self._states: dict[int, Any] = {}  # per actor: its envs' state after its last request
         self._before: dict[int, Any] = {}  # ... and before it
@@ -92,7 +94,7 @@ class BatchActing:
         newest = self.staging.newest(self.version, timeout=None if self.version is None else 0.0)
         if newest is not None:
             version, weights = newest
-            self.model.load_state_dict(weights)
+            self._weights.load(weights)
             self.version = version
         assert self.version is not None
         return self.version
