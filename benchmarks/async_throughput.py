@@ -52,20 +52,19 @@ def env_section(name: str) -> dict[str, Any]:
 def raw_rate(name: str, envs_per_actor: int, seconds: float, one_core: bool = False) -> float:
     """Env steps/s of ``ACTORS`` threads, each stepping its own ``envs_per_actor`` EnvPool envs with random actions
     (``one_core``: the threads and EnvPool's on the core ``ONE_CORE``)."""
-    from ding.envs.vector import make_vector_env
     from ding.utils.cpu_affinity import pin_calling_thread
 
-    restore = pin_calling_thread(ONE_CORE) if one_core and ONE_CORE else None
+    restore = pin_calling_thread(ONE_CORE) if one_core and ONE_CORE else None  # the threads made below inherit it
     try:
-        return _raw_rate(make_vector_env, env_section(name), envs_per_actor, seconds)
+        return _raw_rate(env_section(name), envs_per_actor, seconds)
     finally:
         if restore is not None:
             restore()
 
 
-def _raw_rate(
-    make_vector_env: Callable[..., Any], env_cfg: dict[str, Any], envs_per_actor: int, seconds: float
-) -> float:
+def _raw_rate(env_cfg: dict[str, Any], envs_per_actor: int, seconds: float) -> float:
+    from ding.envs.vector import make_vector_env
+
     vector_envs = [make_vector_env(env_cfg, envs_per_actor, seed=i * 100) for i in range(ACTORS)]
     counts = [0] * ACTORS
     stop = threading.Event()
