@@ -127,7 +127,9 @@ class RunProgress:
         mark_run_end(end)
         if best_return is None or best_return == float('-inf'):
             best_return = self.best_eval_return
-        wall, setup = end - self.origin, self.setup_time
+        # Rounded once: the line and summary.json show the same numbers (2.0501 would print 2.1 and be stored as
+        # 2.05, which prints 2.0).
+        wall, setup = round(end - self.origin, 3), round(self.setup_time, 3)
         best = 'n/a' if best_return is None else f'{best_return:.2f}'
         checkpoint = self.best_checkpoint()
         status = 'SOLVED' if solved else f'not solved ({reason})'
@@ -149,8 +151,8 @@ class RunProgress:
             'best_eval_return': best_return,
             'last_eval_return': self.last_eval_return,
             'best_checkpoint': checkpoint,
-            'wall_s': round(wall, 3),
-            'setup_s': round(setup, 3),
+            'wall_s': wall,
+            'setup_s': setup,
             'started': round(self.origin, 3),
             'ended': round(end, 3),
         }
