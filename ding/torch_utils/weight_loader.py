@@ -2,8 +2,9 @@
 actor thread's, an evaluator's).
 
 ``load_state_dict`` walks the module tree and checks every key on each call (~110 us for CartPole's IMPALA
-net); once the keys are known to match, one ``torch._foreach_copy_`` over the same tensors does the copy
-(~12 us with the shape check). The copies are in place, so anything viewing the parameters (a ``NumpyChain``) sees the new weights.
+net); once the keys are known to match, one ``torch._foreach_copy_`` over the same tensors does the copy (~10 us
+with the shape check). The copies are in place, so whatever views the parameters (a ``NumpyChain``) sees the
+new weights.
 """
 
 from __future__ import annotations
