@@ -55,7 +55,9 @@ pong_impala_config = dict(
             actor_num=2,
             env_per_actor=8,
             unroll_len=20,
-            trajectory_queue_size=8,
+            # short: Pong is learner-bound, so a longer queue only holds older trajectories (8: lag 4.5 with batches
+            # of 2 unrolls, at the same env steps/s; benchmarks/NOTES.md)
+            trajectory_queue_size=2,
             staging_queue_size=1,
             updates_per_batch=1,
             double_buffer=True,
