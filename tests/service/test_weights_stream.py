@@ -2,15 +2,17 @@
 ``WeightsFollower(subscribe=True)`` fetches on announcements only, counts the versions it skipped, and lives
 through the server going away."""
 
+import socket
 import time
 
 import pytest
+import requests
 import torch
 
 from ding.service.http import ServiceServer
 from ding.service.weights import WeightsClient, WeightsFollower, WeightsStore
 from ding.utils.weights_signing import weights_signing_key
-from ding.worker.collector.weights_stream import parse_sse_event
+from ding.worker.collector.weights_stream import _interrupt, parse_sse_event
 from tests.helpers.service import make_batch, make_dqn_policy, session
 from tests.helpers.wait import wait_until
 
@@ -124,3 +126,28 @@ def test_server_sent_event_parsing():
     assert parse_sse_event(['event: weights', 'id: 3', 'data: {"version":3}']) == ('weights', '{"version":3}')
     assert parse_sse_event([': keep-alive']) is None
     assert parse_sse_event(['data: a', 'data: b']) == ('message', 'a\nb')
+
+
+class EndedStream:
+    """The raw stream of a response whose connection was closed meanwhile: its descriptor number is stale."""
+
+    def __init__(self) -> None:
+        sock = socket.socket()
+        self.fd = sock.fileno()
+        sock.close()
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_interrupting_a_stream_that_just_ended_does_not_raise():
+    # A collector's task thread closed its follower as urllib3 released the ended stream: dup() of the stale
+    # descriptor raised EBADF, the thread died, and its evaluation task never finished.
+    response = requests.Response()
+    response.raw = EndedStream()
+    _interrupt(response)
+    assert response.raw.closed

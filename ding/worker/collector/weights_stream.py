@@ -43,11 +43,16 @@ def _interrupt(response: requests.Response) -> None:
     if fd >= 0:
         # A duplicate of the descriptor: shutting it down ends the connection the reader waits on; closing
         # it leaves the reader's own descriptor to the reader.
-        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as duplicate:
-            try:
-                duplicate.shutdown(socket.SHUT_RDWR)
-            except OSError:  # already closed
-                pass
+        try:
+            duplicate = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:  # closed meanwhile (e.g. urllib3 released it at the end of the stream)
+            duplicate = None
+        if duplicate is not None:
+            with duplicate:
+                try:
+                    duplicate.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed
+                    pass
     response.close()
 
 
@@ -92,10 +97,11 @@ class WeightsSubscription:
     def close(self, timeout: float = 5.0) -> None:
         self._stop.set()
         with self._cond:
-            response = self._response
+            # Under the lock: the reader closes its response only while holding it too, so the descriptor
+            # shut down here is still the response's own.
+            if self._response is not None:
+                _interrupt(self._response)
             self._cond.notify_all()
-        if response is not None:
-            _interrupt(response)
         self._thread.join(timeout)
         self._session.close()
 
@@ -141,28 +147,35 @@ class WeightsSubscription:
         response = self._session.get(self.url, stream=True, timeout=(10.0, self.keepalive_timeout))
         with self._cond:
             self._response = response
+        try:
+            return self._read(response)
+        finally:
+            with self._cond:  # closed under the lock: close() may be interrupting this very response
+                self._response = None
+                response.close()
+
+    def _read(self, response: requests.Response) -> bool:
+        """Announce the events of one open response until it ends; True when it was established."""
         if self._stop.is_set():
-            response.close()
             return False
-        with response:
-            if response.status_code != 200:
-                self.last_error = f'HTTP {response.status_code}: {response.text[:200]!r}'
-                return False
-            self.connected = True
-            self.connects += 1
-            block: list[str] = []
-            for raw in response.iter_lines():
-                if self._stop.is_set():
-                    break
-                line = raw.decode('utf-8', 'replace')
-                if line:
-                    block.append(line)
-                    continue
-                event = parse_sse_event(block)
-                block = []
-                if event is not None and event[0] == 'weights':
-                    self._announce(json.loads(event[1]))
-            self.last_error = 'stream closed by the server'
+        if response.status_code != 200:
+            self.last_error = f'HTTP {response.status_code}: {response.text[:200]!r}'
+            return False
+        self.connected = True
+        self.connects += 1
+        block: list[str] = []
+        for raw in response.iter_lines():
+            if self._stop.is_set():
+                break
+            line = raw.decode('utf-8', 'replace')
+            if line:
+                block.append(line)
+                continue
+            event = parse_sse_event(block)
+            block = []
+            if event is not None and event[0] == 'weights':
+                self._announce(json.loads(event[1]))
+        self.last_error = 'stream closed by the server'
         return True
 
     def _announce(self, data: Any) -> None:
