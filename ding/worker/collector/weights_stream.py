@@ -134,9 +134,7 @@ class WeightsSubscription:
                 # AttributeError: requests' raw stream after close() from another thread
                 self.last_error = f'{type(exc).__name__}: {exc}'
             finally:
-                with self._cond:
-                    self._response = None
-                self.connected = False
+                self.connected = False  # (_follow let go of the response itself)
             if self._stop.wait(delay):
                 break
             _LOG.info('weights: stream %s ended (%s); reconnecting', self.url, self.last_error)
