@@ -5,8 +5,8 @@ steps as the LSTM run took.
 
 Measured (2-core machine, seed 0): APPO's LSTM eval return 123 at 64k env steps, 500 at 80k (141 s wall, shared
 with other jobs); feed-forward 40-45 from 16k to 96k env steps (37 s). IMPALA (batches of 4 unrolls): the LSTM
-solved seeds 0-11 within 128k-256k env steps (18-33 s each); the feed-forward model's greedy return was 46 at
-128k and 47 at 256k env steps.
+solved 24 of 24 runs within 64k-224k env steps (15-37 s each, two runs at a time); the feed-forward model's
+greedy return stayed at 40-45 up to 320k env steps.
 """
 
 import re
@@ -36,10 +36,11 @@ POLICIES = {
         128_000,
     ),
     'impala': (
-        # 4 unrolls per batch: with 2 the LSTM sometimes plateaued near 110-140 within 300k env steps
-        dict(batch_size=4, learning_rate=0.002, lambda_=0.95, entropy_weight=0.001, value_weight=0.5, grad_norm=0.5),
+        # 4 unrolls per batch: with 2 the LSTM sometimes plateaued near 110-140 within 300k env steps. Entropy 0.01:
+        # with 0.001 about one run in eight collapsed to always pushing one way and never recovered.
+        dict(batch_size=4, learning_rate=0.002, lambda_=0.95, entropy_weight=0.01, value_weight=0.5, grad_norm=0.5),
         dict(trajectory_queue_size=2, double_buffer=False),
-        100,
+        50,
         320_000,
     ),
 }
@@ -89,8 +90,9 @@ def test_lstm_learns_masked_cartpole_and_feedforward_does_not(policy_type, capfd
     torch.manual_seed(0)
     lstm = async_pipeline(masked_cartpole(policy_type, 'masked_lstm', 64), seed=0, max_env_step=budget)
     lstm_return = greedy_return(lstm)
-    summary = re.search(r'\[ding\] masked_lstm: .* \| env steps (\d+) \|', capfd.readouterr().err)
-    assert summary, 'no summary line from the LSTM run'
+    lstm_log = capfd.readouterr().err
+    summary = re.search(r'\[ding\] masked_lstm: .* \| env steps (\d+) \|', lstm_log)
+    assert summary, f'no summary line from the LSTM run:\n{lstm_log}'
     lstm_env_steps = int(summary[1])
     # The feed-forward model gets the env steps the LSTM model needed, not the whole budget: it plateaus early.
     torch.manual_seed(0)
@@ -98,6 +100,8 @@ def test_lstm_learns_masked_cartpole_and_feedforward_does_not(policy_type, capfd
     feedforward_return = greedy_return(feedforward)
     # Re-evaluated on other episodes than the run's own evaluations (which stop it at THRESHOLD): a policy that
     # reached 150 there scored 121 here once, so the bar is lower; the feed-forward model stays near 45.
-    assert lstm_return >= 100.0, (lstm_return, feedforward_return)
+    # The LSTM run's evaluations go into the message: async runs are not repeatable, so its log is the only record.
+    lstm_evaluations = '\n'.join(line for line in lstm_log.splitlines() if line.startswith(('[eval]', '[ding]')))
+    assert lstm_return >= 100.0, (lstm_return, feedforward_return, lstm_evaluations)
     assert feedforward_return < 75.0, (lstm_return, feedforward_return)
     assert lstm_return > 1.5 * feedforward_return, (lstm_return, feedforward_return)
