@@ -178,7 +178,10 @@ SYSTEM_KEYS: dict[str, Any] = dict(
     comm_collector=dict(),
 )
 # Keys of system.coordinator filled by the parallel transform, accepted from the user too.
-COORDINATOR_ADDRESS_KEYS: dict[str, Any] = dict(host='127.0.0.1', port=None, learner=dict(), collector=dict())
+# port_auto: set by the compiler when port was 'auto' (the chosen port may be replaced by a free one at start)
+COORDINATOR_ADDRESS_KEYS: dict[str, Any] = dict(
+    host='127.0.0.1', port=None, port_auto=False, learner=dict(), collector=dict()
+)
 WORKER_ENTRY_KEYS: dict[str, Any] = dict(type='', import_names=[], host='127.0.0.1', port=None, torch_threads=1)
 # System keys whose default is None: the types they accept, as (types, description).
 SYSTEM_TYPES = {

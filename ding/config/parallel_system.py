@@ -121,6 +121,9 @@ def parallel_transform(
     taken: set = set()
     coordinator = system.coordinator
     coordinator.host = coordinator_host or coordinator.get('host') or LOCAL_HOST
+    # Kept in the compiled config (a rerun of the saved one keeps it): the coordinator may then listen on another
+    # free port if this one is taken by the time it starts (see ding.worker.coordinator.worker_links).
+    coordinator.port_auto = bool(coordinator.get('port_auto')) or coordinator.get('port', 'auto') in (None, 'auto')
     _resolve_port(coordinator, 'coordinator', taken)
 
     def workers(kind: str, num: int, comm_key: str, hosts: Any) -> dict[str, Any]:

@@ -165,6 +165,9 @@ def parallel_pipeline(
             )
             service = _start_service(cfg, coordinator)
             coordinator.start()
+            if coordinator.interaction.master.port != cfg.system.coordinator.port:  # 'auto' port taken meanwhile
+                cfg.system.coordinator.port = coordinator.interaction.master.port
+                write_config_json(cfg, config_json)
             reason = supervise(coordinator, workers, cfg, config_json, progress, stop_event, stop_request)
             solved = coordinator.solved
         except BaseException as exc:

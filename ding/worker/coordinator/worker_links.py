@@ -3,6 +3,7 @@ and collector (kept connected in the background), and single requests over those
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
@@ -119,12 +120,34 @@ class WorkerLinks:
         self._connect_thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the master and the thread that connects to the workers (returns at once)."""
+        """Start the master and the thread that connects to the workers (returns at once).
+
+        A port the config compiler chose for ``port: 'auto'`` (``port_auto``) was only free when it was chosen;
+        if something took it since, the master listens on another free one: slaves learn its address when
+        it connects to them, so none of them needs the old one.
+        """
         cfg = self._cfg
         self.closing = False
-        self._master = Master(
+        port = int(cfg.get('port', 0))
+        try:
+            self._master = self._start_master(port)
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE or not cfg.get('port_auto', False):
+                raise
+            self._master = self._start_master(0)
+            self._logger.warning(
+                f"[CommCoordinator] port {port} (chosen for port 'auto') was taken since the config was "
+                f'compiled; listening on port {self._master.port} instead'
+            )
+        self._connect_thread = threading.Thread(target=self._connect_loop, name='coordinator_connect', daemon=True)
+        self._connect_thread.start()
+        self._logger.info(f'[CommCoordinator] master listening on {self._master.address}')
+
+    def _start_master(self, port: int) -> Any:
+        cfg = self._cfg
+        master = Master(
             cfg.get('host', '127.0.0.1'),
-            int(cfg.get('port', 0)),
+            port,
             heartbeat_tolerance=float(cfg.get('heartbeat_tolerance', 15.0)),
             heartbeat_check_span=float(cfg.get('heartbeat_check_span', 0.5)),
             request_retries=int(cfg.get('request_retries', 1)),
@@ -135,10 +158,8 @@ class WorkerLinks:
             limits=self._limits,
             tls=self._tls,
         )
-        self._master.start()
-        self._connect_thread = threading.Thread(target=self._connect_loop, name='coordinator_connect', daemon=True)
-        self._connect_thread.start()
-        self._logger.info(f'[CommCoordinator] master listening on {self._master.address}')
+        master.start()
+        return master
 
     def stop(self) -> None:
         """From now on every request returns at once (CLOSING) and no new connection is made."""

@@ -51,6 +51,7 @@ def toy_cluster(tmp_path, monkeypatch) -> Callable[..., ToyCluster]:
                 # The slave took a free port itself: point the coordinator there (no port race in tests).
                 cfg.system.coordinator[kind][f'{kind}{i}'] = [f'{kind}{i}', '127.0.0.1', slave.port]
                 cfg.system[kind][f'{kind}{i}'].port = slave.port
+        cfg.system.coordinator.port = 0  # and the master takes one itself when it starts
         cluster = ToyCluster(cfg, learners, collectors)
         clusters.append(cluster)
         return cluster

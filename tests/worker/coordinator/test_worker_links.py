@@ -1,8 +1,10 @@
 """Worker entries of the coordinator config, in both layouts, and the errors for malformed ones; a worker held by
-someone else is reported."""
+someone else is reported; an 'auto' master port taken since the config was compiled is replaced."""
 
 import logging
+import socket
 import time
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,7 @@ from ding.interaction import Master
 from ding.interaction.base.auth import new_run_secret
 from ding.worker.coordinator.worker_links import WorkerLinks, parse_worker_entries
 from tests.helpers.interaction import FAST_MASTER, FAST_SLAVE, CalcSlave
+from tests.helpers.toy_workers import ToyCollectorSlave
 from tests.helpers.wait import wait_until
 
 
@@ -37,8 +40,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.squatted: list[tuple[str, str, str]] = []
 
-    def links(self, port: int, secret: str) -> WorkerLinks:
-        cfg = {'collector': {'c0': ['c0', '127.0.0.1', port]}, 'port': 0, 'reconnect_interval': 0.05}
+    def links(self, worker_port: int, secret: str, **master: Any) -> WorkerLinks:
+        cfg = {'collector': {'c0': ['c0', '127.0.0.1', worker_port]}, 'port': 0, 'reconnect_interval': 0.05, **master}
         return WorkerLinks(
             cfg,
             logging.getLogger('test_worker_links'),
@@ -78,4 +81,33 @@ def test_a_squatted_worker_is_reported_once_at_error(caplog, bound_elsewhere):
         links.join(5)
         links.close_master()
         other.close()
+        squatter.close()
+
+
+@pytest.mark.parametrize('port_auto', [True, False])
+def test_a_taken_master_port_is_replaced_only_when_it_was_auto(caplog, port_auto):
+    """The compiler chose the port for ``port: 'auto'``; something took it before the coordinator started."""
+    secret = new_run_secret()
+    squatter = socket.create_server(('127.0.0.1', 0))
+    taken = squatter.getsockname()[1]
+    worker = ToyCollectorSlave(secret=secret)
+    worker.start()
+    links = _Recorder().links(worker.port, secret, port=taken, port_auto=port_auto)
+    try:
+        with caplog.at_level(logging.INFO, logger='test_worker_links'):
+            if not port_auto:  # a port the user gave is theirs to fix: refused, naming it
+                with pytest.raises(OSError, match=f'cannot listen on 127.0.0.1:{taken}'):
+                    links.start()
+                return
+            links.start()
+            # the worker learns the new address when the master connects: it is reached and kept
+            wait_until(lambda: links.connected_workers('collector') == ['c0'], 10, what='the worker to connect')
+        assert links.master.port not in (0, taken)
+        warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+        assert any(f'port {taken}' in m and f'listening on port {links.master.port}' in m for m in warnings)
+    finally:
+        links.stop()
+        links.join(5)
+        links.close_master()
+        worker.close()
         squatter.close()
