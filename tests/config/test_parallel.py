@@ -43,6 +43,7 @@ def test_cartpole_parallel_config_compiles_with_every_process_named(in_tmp):
     assert sys_cfg.path_data == str(in_tmp / 'cartpole_dqn_parallel' / 'data')  # '{exp_name}' resolved
     ports = [sys_cfg.coordinator.port] + [e.port for k in ('learner', 'collector') for e in sys_cfg[k].values()]
     assert len(set(ports)) == 4 and all(_free(p) for p in ports)
+    assert sys_cfg.coordinator.port_auto is True  # chosen here: the coordinator may take another at start
     entry = sys_cfg.collector.collector1
     assert entry.type == 'flask_fs' and entry.path_policy == sys_cfg.path_policy
     assert sys_cfg.coordinator.collector.collector1 == ['collector1', '127.0.0.1', entry.port]

@@ -72,6 +72,7 @@ def test_parallel_two_hosts_places_the_collectors_on_host_b(tmp_path, monkeypatc
     assert create.comm_collector.type == 'flask_fs'  # from parallel_one_host.py, its base
     out = compile_config_parallel(main, create, system, seed=0, save_cfg=False)
     assert out.system.coordinator.host == '0.0.0.0' and out.system.coordinator.port == 22270
+    assert out.system.coordinator.port_auto is False  # a given port is never replaced
     assert out.system.coordinator.collector == {
         'collector0': ['collector0', '192.0.2.7', 23000],
         'collector1': ['collector1', '192.0.2.7', 23001],
