@@ -29,10 +29,11 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 
 from ding.config import read_config  # noqa: E402
+from ding.config.parallel import find_free_port  # noqa: E402
 from ding.entry.pipeline_parts import build_serial_parts  # noqa: E402
 from ding.worker.replay_buffer import create_buffer  # noqa: E402
 from ding.worker.replay_service import RemoteReplayBuffer, check_replay_client_config  # noqa: E402
-from tests.helpers.replay_processes import SECRET, DingProcess, free_port, replay_server, stop_all  # noqa: E402
+from tests.helpers.replay_processes import SECRET, DingProcess, replay_server, stop_all  # noqa: E402
 
 CONFIGS = {
     'DQN': 'dizoo/classic_control/cartpole/config/cartpole_dqn_config.py',
@@ -72,7 +73,7 @@ def speed(name: str, iters: int, rounds: int, workdir: str) -> dict:
     data = collect(parts, 4000)
     local = create_buffer(dict(type='naive', replay_buffer_size=10000))
     local.push(data)
-    port = free_port()
+    port = find_free_port()
     server = replay_server(workdir, port, '--size', '10000')
     latencies: list[float] = []
     client_cfg = check_replay_client_config(dict(replay_address=f'127.0.0.1:{port}', prefetch_depth=4))
@@ -116,7 +117,8 @@ def outage(workdir: str, seconds: float) -> None:
     config = os.path.join(workdir, 'cartpole_dqn_replay.py')
     with open(config, 'w') as f:
         f.write('from dizoo.classic_control.cartpole.config.cartpole_dqn_config import create_config, main_config\n')
-    replay_port, weights_port = free_port(), free_port()
+    taken: set[int] = set()  # two different ports
+    replay_port, weights_port = find_free_port(taken=taken), find_free_port(taken=taken)
     replay, weights = f'127.0.0.1:{replay_port}', f'127.0.0.1:{weights_port}'
     processes = [replay_server(workdir, replay_port)]
     try:

@@ -3,8 +3,9 @@
 import pytest
 
 from ding.config import ConfigError
+from ding.config.parallel import find_free_port
 from ding.entry.learner_service import apply_service_args, main
-from tests.helpers.replay_processes import DingProcess, free_port, replay_server, stop_all, write_config
+from tests.helpers.replay_processes import DingProcess, replay_server, stop_all, write_config
 
 
 def test_the_command_line_fills_the_config():
@@ -39,7 +40,8 @@ def test_dqn_trains_through_a_replay_outage(tmp_path):
     """Server, collector and learner; the server is SIGKILLed mid-run and restarted empty on the same port (the
     collector refills it): the learner goes degraded, pauses, resumes by itself and still solves."""
     config = write_config(tmp_path / 'cartpole_dqn_replay.py', stop_value=100)
-    replay_port, weights_port = free_port(), free_port()
+    taken: set[int] = set()  # two different ports
+    replay_port, weights_port = find_free_port(taken=taken), find_free_port(taken=taken)
     replay, weights = f'127.0.0.1:{replay_port}', f'127.0.0.1:{weights_port}'
     processes = []
     try:

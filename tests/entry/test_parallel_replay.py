@@ -10,12 +10,13 @@ import pytest
 from easydict import EasyDict
 
 from ding.config import ConfigError
+from ding.config.parallel import find_free_port
 from ding.entry.parallel_entry import parallel_pipeline
 from ding.interaction.replay.client import ReplayClient
 from ding.worker.replay_service import check_parallel_replay
 from tests.helpers.parallel_run import CONFIG
 from tests.helpers.processes import child_env
-from tests.helpers.replay_processes import SECRET, free_port, replay_server, stop_all
+from tests.helpers.replay_processes import SECRET, replay_server, stop_all
 
 
 def main_config(**replay_buffer):
@@ -67,7 +68,7 @@ def test_the_pipeline_needs_the_replay_servers_secret_before_anything_starts(tmp
 def test_collectors_insert_into_the_replay_server_and_the_learner_samples_from_it(tmp_path):
     """A prioritised DQN: ``ding replay-server`` and ``ding -m parallel`` (a coordinator, a learner and two
     collector processes), all on 127.0.0.1."""
-    port = free_port()
+    port = find_free_port()
     config = tmp_path / 'cartpole_dqn_parallel_replay.py'
     config.write_text(
         f'exec(open({CONFIG!r}).read())\n'

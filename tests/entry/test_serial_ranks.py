@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ding.config.parallel import find_free_port
 from ding.entry.rank_group import RankGroup, stop_reason
 from ding.entry.rank_launcher import RankProgressFile, read_rank_progress
 from tests.helpers.processes import ROOT, child_env
@@ -118,8 +119,6 @@ leave_rank_group()
 
 
 def test_two_ranks_take_every_decision_together(tmp_path):
-    from ding.config.parallel import find_free_port
-
     port = str(find_free_port())
     procs = [
         subprocess.Popen(

@@ -17,6 +17,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from ding.config.parallel import find_free_port
+
 BUCKET = 'ding-ckpt'
 FAKE_ENV = {
     'AWS_ACCESS_KEY_ID': 'testing',
@@ -27,12 +29,6 @@ FAKE_ENV = {
     'AWS_CONFIG_FILE': os.devnull,
     'AWS_SHARED_CREDENTIALS_FILE': os.devnull,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return int(s.getsockname()[1])
 
 
 class _Outage:
@@ -104,9 +100,10 @@ class MotoS3:
     away and ``start()`` brings back on the same port (moto itself keeps running, with the objects)."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        taken: set[int] = set()  # the relay's port and moto's differ
+        self.port = find_free_port(taken=taken)
         self.endpoint = f'http://127.0.0.1:{self.port}'
-        self._moto = ThreadedMotoServer(ip_address='127.0.0.1', port=free_port(), verbose=False)
+        self._moto = ThreadedMotoServer(ip_address='127.0.0.1', port=find_free_port(taken=taken), verbose=False)
         self._moto.start()
         self._relay: _Outage | None = None
 

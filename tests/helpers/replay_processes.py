@@ -5,7 +5,6 @@ line, all stopped by ``stop_all`` (SIGKILL after a grace period)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -14,12 +13,6 @@ import time
 from tests.helpers.processes import child_env
 
 SECRET = 'replay-e2e-secret-0123456789abcdef'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 class DingProcess:
