@@ -49,8 +49,9 @@ class Run:
         self.queue: TrajectoryQueue = TrajectoryQueue(10_000)
         self.sink = TransitionAssembler(UNROLL, LAYOUT, self.queue)
         self.secret = new_secret()
+        # max_wait 1 s: on a busy machine an actor can be descheduled past a shorter wait (a half batch)
         self.server = InferenceServer(
-            os.path.join(tmp, 's.sock'), self.secret, LAYOUT, 2, self.acting, self.sink, 8, 200_000, 1.0
+            os.path.join(tmp, 's.sock'), self.secret, LAYOUT, 2, self.acting, self.sink, 8, 1_000_000, 1.0
         )
         self.actors = ActorProcesses(
             self.server.socket_path,
@@ -84,13 +85,15 @@ def run(tmp_path_factory):
 def test_the_forward_batches_both_actors_and_its_actions_are_the_greedy_ones(run):
     def counts() -> tuple[float, float]:
         stats = run.server.stats.snapshot()
-        return stats['inference_batches'], stats['inference_batches'] * stats['inference_batch_mean']
+        batches = stats['inference_batches']
+        return batches, batches * stats['inference_batch_mean'] if batches else 0.0  # the mean of none is NaN
 
     batches, observations = counts()  # actor 0 may have run alone until actor 1 joined
     wait_until(lambda: counts()[0] >= batches + 50, 60, what='50 batches')
     more_batches, more_observations = counts()
-    # max_batch 8 = both actors' 4 envs: a request waits for the other one (up to 200 ms), never more than 8
-    assert (more_observations - observations) / (more_batches - batches) == pytest.approx(8.0)
+    # max_batch 8 = both actors' 4 envs: a request waits for the other one (up to max_wait), never more than 8.
+    # Unbatched, the mean would be 4; an actor stalled past max_wait on a loaded machine makes one half batch.
+    assert 7.5 <= (more_observations - observations) / (more_batches - batches) <= 8.0 + 1e-9
     stats = run.server.stats.snapshot()
     assert stats['latency_us_p50'] <= stats['latency_us_p99']
     chunk = run.queue.get(timeout=30)
