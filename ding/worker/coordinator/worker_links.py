@@ -143,7 +143,7 @@ class WorkerLinks:
         self._connect_thread.start()
         self._logger.info(f'[CommCoordinator] master listening on {self._master.address}')
 
-    def _start_master(self, port: int) -> Any:
+    def _start_master(self, port: int) -> Master:
         cfg = self._cfg
         master = Master(
             cfg.get('host', '127.0.0.1'),
