@@ -58,6 +58,21 @@ def test_pipeline_reaches_the_stop_value_and_leaves_nothing_behind(tmp_path, mon
     assert os.path.getsize('toy_e2e/log/learner0.log') > 0
 
 
+def test_a_coordinator_port_taken_after_it_was_chosen_is_replaced(tmp_path, monkeypatch):
+    """``port_auto`` (what the compiler records for ``port: 'auto'``) with the chosen port held by someone else."""
+    monkeypatch.chdir(tmp_path)
+    with socket.create_server(('127.0.0.1', 0)) as holder:
+        taken = holder.getsockname()[1]
+        cfg = toy_config('toy_port', stop_value=5, coordinator=dict(port=taken, port_auto=True))
+        result = parallel_pipeline(cfg, seed=0)
+    assert result.solved
+    with open('toy_port/parallel_config.json', encoding='utf-8') as f:
+        port = json.load(f)['system']['coordinator']['port']  # what the workers read: the port it got
+    assert port != taken
+    log = open('toy_port/log/coordinator/coordinator_logger.txt', encoding='utf-8').read()
+    assert f'port {taken}' in log and f'listening on port {port} instead' in log
+
+
 def test_sigkilled_collector_and_learner_are_restarted_and_the_run_completes(tmp_path, monkeypatch):
     """Both kinds of worker killed in one run (a run's start, three worker processes, is the slow part): the
     pipeline restarts each once, the learner resumes from the weights it published, and the run still solves."""
